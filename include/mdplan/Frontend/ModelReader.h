@@ -1,0 +1,65 @@
+//===- ModelReader.h - Reading graph descriptions ---------------*- C++ -*-===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Reads a model (one replica: nodes, variables, inputs, device scopes and
+// collections) from the protobuf text or binary format described in
+// docs/GraphFormat.md, and a deployment config file. Every error carries the
+// file:line:col of the offending field (binary files: the file name only).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MDPLAN_FRONTEND_MODELREADER_H
+#define MDPLAN_FRONTEND_MODELREADER_H
+
+#include "mdplan/Deploy/DeploymentConfig.h"
+#include "mdplan/IR/Graph.h"
+#include "mdplan/Support/Diagnostic.h"
+
+#include "llvm/Support/Error.h"
+
+#include <memory>
+
+namespace llvm {
+class SourceMgr;
+} // namespace llvm
+
+namespace mdplan {
+
+enum class InputFormat {
+  /// Binary for `.pb`, `.binpb` and `.mdgb` files, text otherwise.
+  Auto,
+  Text,
+  Binary,
+};
+
+struct ReadOptions {
+  InputFormat Format = InputFormat::Auto;
+  /// Where warnings go.
+  DiagnosticHandler Diags;
+  /// When set, receives the file's buffer so errors can show the line.
+  llvm::SourceMgr *SM = nullptr;
+};
+
+/// Reads a model from \p Path ("-" is standard input).
+llvm::Expected<std::unique_ptr<Graph>> readModelFile(llvm::StringRef Path,
+                                                     const ReadOptions &Opts);
+
+/// Reads a model from \p Contents, naming it \p Name in diagnostics.
+llvm::Expected<std::unique_ptr<Graph>>
+readModelBuffer(llvm::StringRef Contents, llvm::StringRef Name,
+                const ReadOptions &Opts);
+
+/// Reads a deployment config (text format) into \p Config; fields it sets
+/// record their location in Config.Origins.
+llvm::Error readDeploymentFile(llvm::StringRef Path, DeploymentConfig &Config,
+                               llvm::SourceMgr *SM = nullptr);
+llvm::Error readDeploymentBuffer(llvm::StringRef Contents,
+                                 llvm::StringRef Name,
+                                 DeploymentConfig &Config);
+
+} // namespace mdplan
+
+#endif // MDPLAN_FRONTEND_MODELREADER_H

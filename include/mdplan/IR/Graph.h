@@ -1,0 +1,391 @@
+//===- Graph.h - The mdplan graph IR ----------------------------*- C++ -*-===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A Graph owns Nodes in creation order. Each node has an op (from the
+// OpRegistry), data inputs that name an output of another node, control
+// inputs, attributes, a requested device, the device-function stack it was
+// created under, an optional colocation target, and, once passes ran, output
+// types and an assigned device.
+//
+// Device stacks are interned chains of DeviceEntry (outermost first) so that
+// millions of nodes share a handful of stacks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MDPLAN_IR_GRAPH_H
+#define MDPLAN_IR_GRAPH_H
+
+#include "mdplan/IR/Attr.h"
+#include "mdplan/IR/DeviceSpec.h"
+#include "mdplan/IR/Types.h"
+#include "mdplan/Support/Diagnostic.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Allocator.h"
+#include "llvm/Support/StringSaver.h"
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <memory>
+#include <vector>
+
+namespace mdplan {
+
+class Graph;
+class Node;
+struct OpDef;
+struct DeployState;
+
+/// One output of a node: the node and the output index.
+struct TensorRef {
+  Node *N = nullptr;
+  unsigned Index = 0;
+
+  TensorRef() = default;
+  TensorRef(Node *N, unsigned Index = 0) : N(N), Index(Index) {}
+  explicit operator bool() const { return N != nullptr; }
+  bool operator==(const TensorRef &O) const {
+    return N == O.N && Index == O.Index;
+  }
+  bool operator!=(const TensorRef &O) const { return !(*this == O); }
+  /// `name` for output 0, `name:i` otherwise.
+  std::string str() const;
+  const TensorType &type() const;
+};
+
+/// What part of a deployed training step a node belongs to. Placement output
+/// and explanations use it; passes use it to find the nodes they work on.
+enum class NodeRole : uint8_t {
+  /// Part of the model (replicated per clone).
+  Model,
+  /// Built once on the inputs device.
+  Input,
+  /// A variable or its regularizer (created once, shared).
+  Variable,
+  /// Loss gathering (clone_loss, total_loss, ...).
+  Loss,
+  /// Gradient computation.
+  Gradient,
+  /// Gradient summation and optimizer updates.
+  Optimizer,
+  /// Summaries (host CPU).
+  Summary,
+  /// Transfers and other plumbing added by partitioning.
+  Transfer,
+};
+
+llvm::StringRef nodeRoleName(NodeRole R);
+
+/// A rule in a device stack that looks at a node and the device chosen so
+/// far, and returns the new device. Functions may keep state (a round-robin
+/// counter); reset() restores the initial state before a placement run.
+class DeviceFunction {
+public:
+  virtual ~DeviceFunction();
+  /// Registered name, e.g. "ps-round-robin".
+  virtual llvm::StringRef getName() const = 0;
+  /// The arguments the function was created with, for printing.
+  virtual const AttrDict &getArgs() const = 0;
+  virtual DeviceSpec apply(const Node &N, const DeviceSpec &Current) = 0;
+  virtual void reset() {}
+  /// `ps-round-robin(ps_device="/job:ps/device:CPU:0", tasks=2)`.
+  std::string describe() const;
+};
+
+/// One entry of a device stack.
+struct DeviceEntry {
+  enum class Kind : uint8_t {
+    /// A device spec merged under the device so far (possibly empty).
+    Spec,
+    /// A device function.
+    Function,
+    /// tf.device(None): nothing outside this entry applies.
+    Clear,
+    /// A deployment role (inputs, variables, optimizer device) that
+    /// replicate-clones replaces with the deployment's entry; skipped by
+    /// placement while unresolved.
+    Role,
+  };
+  Kind K = Kind::Spec;
+  DeviceSpec Spec;
+  DeviceFunction *Fn = nullptr;
+  /// Kind::Role: NodeRole::Input, Variable or Optimizer.
+  NodeRole RoleKind = NodeRole::Model;
+  /// Function entries with the same non-empty instance name share one
+  /// function object (and its state).
+  std::string Instance;
+  /// Where the entry comes from, for --explain-placement: a deployment role
+  /// such as "clone_device(1)", or "scope" for a scope in the graph file.
+  std::string Origin;
+  SourceLoc Loc;
+
+  /// `/device:GPU:0`, `ps-round-robin(...)` or `<clear>`.
+  std::string describe() const;
+};
+
+/// An interned chain of device entries: a trie node. The root (no entry) is
+/// the empty stack.
+struct DeviceStack {
+  const DeviceStack *Parent = nullptr;
+  const DeviceEntry *Entry = nullptr;
+  unsigned Depth = 0;
+
+  bool isRoot() const { return Entry == nullptr; }
+  /// The entries, outermost first.
+  llvm::SmallVector<const DeviceEntry *, 8> entries() const;
+};
+
+
+
+/// A node of the graph.
+class Node {
+public:
+  llvm::StringRef getName() const { return Name; }
+  const OpDef &getOp() const { return *Op; }
+  llvm::StringRef getOpName() const;
+  unsigned getId() const { return Id; }
+
+  // Data inputs.
+  llvm::ArrayRef<TensorRef> getInputs() const { return Inputs; }
+  unsigned getNumInputs() const { return Inputs.size(); }
+  TensorRef getInput(unsigned I) const { return Inputs[I]; }
+  void setInput(unsigned I, TensorRef T) { Inputs[I] = T; }
+  void addInput(TensorRef T) { Inputs.push_back(T); }
+  void setInputs(llvm::ArrayRef<TensorRef> Ins) {
+    Inputs.assign(Ins.begin(), Ins.end());
+  }
+
+  // Control inputs: run before this node, no data.
+  llvm::ArrayRef<Node *> getControlInputs() const { return ControlInputs; }
+  void addControlInput(Node *N);
+  void setControlInputs(llvm::ArrayRef<Node *> Ns) {
+    ControlInputs.assign(Ns.begin(), Ns.end());
+  }
+
+  AttrDict &attrs() { return Attrs; }
+  const AttrDict &attrs() const { return Attrs; }
+
+  /// The device the node itself asks for (innermost stack entry).
+  const DeviceSpec &getRequestedDevice() const { return Requested; }
+  void setRequestedDevice(DeviceSpec D) { Requested = std::move(D); }
+
+  const DeviceStack *getStack() const { return Stack; }
+  void setStack(const DeviceStack *S) { Stack = S; }
+
+  Node *getColocateWith() const { return ColocateWith; }
+  void setColocateWith(Node *N) { ColocateWith = N; }
+
+  // Output types (valid after shape inference).
+  unsigned getNumOutputs() const { return Outputs.size(); }
+  const TensorType &getOutputType(unsigned I) const { return Outputs[I]; }
+  void setOutputType(unsigned I, TensorType T) { Outputs[I] = std::move(T); }
+  void setNumOutputs(unsigned N) { Outputs.resize(N); }
+
+  /// Assigned device: an index into Graph::getDevices(), or -1.
+  int getDevice() const { return Device; }
+  void setDevice(int D) { Device = D; }
+  bool isPlaced() const { return Device >= 0; }
+
+  const SourceLoc &getLoc() const { return Loc; }
+  void setLoc(SourceLoc L) { Loc = L; }
+
+  NodeRole getRole() const { return Role; }
+  void setRole(NodeRole R) { Role = R; }
+  /// The clone this node belongs to, or -1 for shared nodes.
+  int getClone() const { return Clone; }
+  void setClone(int C) { Clone = C; }
+
+  Graph &getGraph() const { return *Parent; }
+
+  /// Makes an error located at this node: `file:l:c: error: node 'n': msg`.
+  llvm::Error error(const llvm::Twine &Message) const;
+
+private:
+  friend class Graph;
+  Node(Graph &G, unsigned Id, llvm::StringRef Name, const OpDef &Op)
+      : Parent(&G), Op(&Op), Name(Name), Id(Id) {}
+
+  Graph *Parent;
+  const OpDef *Op;
+  llvm::StringRef Name;
+  unsigned Id;
+  int Device = -1;
+  int Clone = -1;
+  NodeRole Role = NodeRole::Model;
+  llvm::SmallVector<TensorRef, 2> Inputs;
+  llvm::SmallVector<Node *, 0> ControlInputs;
+  AttrDict Attrs;
+  DeviceSpec Requested;
+  const DeviceStack *Stack = nullptr;
+  Node *ColocateWith = nullptr;
+  llvm::SmallVector<TensorType, 1> Outputs;
+  SourceLoc Loc;
+};
+
+/// Names of the graph collections, as in TF's GraphKeys.
+enum class Collection : uint8_t {
+  Losses,
+  RegularizationLosses,
+  UpdateOps,
+  Summaries,
+};
+constexpr unsigned NumCollections = 4;
+llvm::StringRef collectionName(Collection C);
+
+/// Optimizer and learning-rate settings a graph file may carry as defaults.
+struct OptimizerSettings {
+  enum class Kind : uint8_t { SGD, Momentum, Adam };
+  Kind K = Kind::SGD;
+  double LearningRate = 0.01;
+  double Momentum = 0.9;
+  bool Nesterov = false;
+  double Beta1 = 0.9;
+  double Beta2 = 0.999;
+  double Epsilon = 1e-8;
+  /// Multiply the learning rate by DecayRate every DecaySteps steps
+  /// (0 = constant).
+  int64_t DecaySteps = 0;
+  double DecayRate = 1.0;
+};
+llvm::StringRef optimizerKindName(OptimizerSettings::Kind K);
+
+/// Named outputs in insertion order.
+using NamedOutputs =
+    llvm::MapVector<std::string, TensorRef, std::map<std::string, unsigned>>;
+
+/// The graph: nodes in creation order plus collections and named outputs.
+class Graph {
+public:
+  Graph();
+  ~Graph();
+  Graph(const Graph &) = delete;
+  Graph &operator=(const Graph &) = delete;
+
+  /// Creates a node. The name must be unused (see lookup()).
+  Node *createNode(llvm::StringRef Name, const OpDef &Op);
+  /// Creates a node named \p Base, or `Base_1`, `Base_2`, ... when taken.
+  Node *createNodeUnique(llvm::StringRef Base, const OpDef &Op);
+  /// Returns a name derived from \p Base that no node has.
+  std::string uniqueName(llvm::StringRef Base);
+
+  Node *lookup(llvm::StringRef Name) const { return Names.lookup(Name); }
+  /// Renames \p N; the new name must be unused.
+  void rename(Node *N, llvm::StringRef NewName);
+
+  /// Removes the nodes for which \p Pred is true. The caller guarantees that
+  /// no remaining node refers to them (inputs, control inputs, colocation,
+  /// collections).
+  void eraseIf(llvm::function_ref<bool(const Node &)> Pred);
+
+  /// Nodes in creation order.
+  llvm::ArrayRef<std::unique_ptr<Node>> nodes() const { return NodeList; }
+  size_t size() const { return NodeList.size(); }
+  /// Reorders the node list; \p Order must be a permutation of nodes().
+  void setOrder(llvm::ArrayRef<Node *> Order);
+
+  // Collections.
+  llvm::SetVector<Node *> &collection(Collection C) {
+    return Collections[unsigned(C)];
+  }
+  const llvm::SetVector<Node *> &collection(Collection C) const {
+    return Collections[unsigned(C)];
+  }
+
+  /// Named outputs (for evaluation): name -> tensor.
+  NamedOutputs &outputs() { return Outputs; }
+  const NamedOutputs &outputs() const {
+    return Outputs;
+  }
+
+  // Device stacks.
+  const DeviceStack *getRootStack() const { return &Root; }
+  /// The stack \p Parent with \p E pushed inside it (interned).
+  const DeviceStack *pushStack(const DeviceStack *Parent, const DeviceEntry *E);
+  /// Creates an entry owned by the graph.
+  DeviceEntry *createEntry(DeviceEntry E);
+  /// Takes ownership of a device function.
+  DeviceFunction *addFunction(std::unique_ptr<DeviceFunction> F);
+  /// The function registered under \p Instance, or null.
+  DeviceFunction *lookupFunctionInstance(llvm::StringRef Instance) const {
+    return Instances.lookup(Instance);
+  }
+  void setFunctionInstance(llvm::StringRef Instance, DeviceFunction *F) {
+    Instances[Instance] = F;
+  }
+  llvm::ArrayRef<std::unique_ptr<DeviceFunction>> functions() const {
+    return Functions;
+  }
+
+  // Devices assigned by placement.
+  llvm::ArrayRef<DeviceSpec> getDevices() const { return Devices; }
+  /// Index of \p D in the device table, adding it when new.
+  int getOrAddDevice(const DeviceSpec &D);
+  const DeviceSpec &getDevice(int I) const { return Devices[I]; }
+  /// The assigned device of \p N, or the empty spec when unplaced.
+  const DeviceSpec &deviceOf(const Node &N) const;
+
+  // Metadata.
+  llvm::StringRef getName() const { return Name; }
+  void setName(llvm::StringRef N) { Name = N.str(); }
+  llvm::StringRef getFileName() const { return FileName; }
+  void setFileName(llvm::StringRef F) { FileName = internFileName(F); }
+  /// Per-clone batch size once the deployment fixed it; 0 before.
+  int64_t getBatchSize() const { return BatchSize; }
+  void setBatchSize(int64_t B) { BatchSize = B; }
+  /// Optimizer defaults from the graph file, when it names them.
+  const std::optional<OptimizerSettings> &getOptimizer() const {
+    return Optimizer;
+  }
+  void setOptimizer(OptimizerSettings S) { Optimizer = S; }
+  /// Per-clone batch size the graph file suggests, 0 when none.
+  int64_t getDefaultBatchSize() const { return DefaultBatch; }
+  void setDefaultBatchSize(int64_t B) { DefaultBatch = B; }
+
+  /// What the deployment passes recorded (created on first use).
+  DeployState &deployState();
+  bool hasDeployState() const { return State != nullptr; }
+
+  /// Interns a string for the graph's lifetime.
+  llvm::StringRef save(llvm::StringRef S) { return Saver.save(S); }
+
+private:
+  llvm::BumpPtrAllocator Alloc;
+  llvm::UniqueStringSaver Saver{Alloc};
+  std::vector<std::unique_ptr<Node>> NodeList;
+  llvm::StringMap<Node *> Names;
+  llvm::StringMap<unsigned> NextSuffix;
+  unsigned NextId = 0;
+  llvm::SetVector<Node *> Collections[NumCollections];
+  NamedOutputs Outputs;
+
+  DeviceStack Root;
+  std::deque<DeviceStack> Stacks;
+  llvm::DenseMap<std::pair<const DeviceStack *, const DeviceEntry *>,
+                 const DeviceStack *>
+      StackIndex;
+  std::deque<DeviceEntry> Entries;
+  std::vector<std::unique_ptr<DeviceFunction>> Functions;
+  llvm::StringMap<DeviceFunction *> Instances;
+
+  std::vector<DeviceSpec> Devices;
+  std::map<std::string, int> DeviceIndex;
+
+  std::string Name;
+  llvm::StringRef FileName;
+  int64_t BatchSize = 0;
+  int64_t DefaultBatch = 0;
+  std::optional<OptimizerSettings> Optimizer;
+  std::unique_ptr<DeployState> State;
+};
+
+} // namespace mdplan
+
+#endif // MDPLAN_IR_GRAPH_H

@@ -1,0 +1,100 @@
+//===- Pass.h - Passes and the pass manager ---------------------*- C++ -*-===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A pass transforms a Graph, given the deployment. Passes are registered in
+// Passes.def under a kebab-case name; a pipeline is a comma-separated list
+// of names, each optionally followed by {option=value,...}.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MDPLAN_TRANSFORMS_PASS_H
+#define MDPLAN_TRANSFORMS_PASS_H
+
+#include "mdplan/Deploy/DeploymentConfig.h"
+#include "mdplan/Deploy/Placement.h"
+#include "mdplan/IR/Graph.h"
+#include "mdplan/Support/Diagnostic.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace mdplan {
+
+/// What every pass may read and record.
+struct PassContext {
+  explicit PassContext(const DeploymentConfig &Config) : Config(Config) {}
+
+  const DeploymentConfig &Config;
+  DiagnosticHandler Diags;
+  /// Nodes whose placement should be explained (by name).
+  llvm::StringSet<> Explain;
+  /// Filled by place-devices for the nodes in Explain.
+  llvm::MapVector<const Node *, PlacementRecord> Explanations;
+};
+
+class Pass {
+public:
+  virtual ~Pass();
+  /// The registered name, e.g. "place-devices".
+  virtual llvm::StringRef getName() const = 0;
+  virtual llvm::Error run(Graph &G, PassContext &Ctx) = 0;
+  /// Sets a pass option; the default rejects every option.
+  virtual llvm::Error setOption(llvm::StringRef Key, llvm::StringRef Value);
+};
+
+/// Information about one registered pass.
+struct PassInfo {
+  llvm::StringRef Name;
+  llvm::StringRef Summary;
+  std::vector<std::pair<llvm::StringRef, llvm::StringRef>> Options;
+};
+
+/// Every registered pass in pipeline order.
+llvm::ArrayRef<PassInfo> registeredPasses();
+
+/// Creates the pass registered as \p Name.
+llvm::Expected<std::unique_ptr<Pass>> createPass(llvm::StringRef Name);
+
+/// The default pipeline: every registered pass in order.
+std::string defaultPipeline();
+
+struct PassManagerOptions {
+  /// Print the graph after every pass to this stream.
+  llvm::raw_ostream *PrintAfterAll = nullptr;
+  /// Time the passes and print a report to this stream.
+  llvm::raw_ostream *TimePasses = nullptr;
+};
+
+class PassManager {
+public:
+  explicit PassManager(PassManagerOptions Opts = {});
+  ~PassManager();
+
+  void addPass(std::unique_ptr<Pass> P) { Passes.push_back(std::move(P)); }
+  /// Parses `a,b{opt=1},c` and adds the passes.
+  llvm::Error parsePipeline(llvm::StringRef Text);
+  size_t size() const { return Passes.size(); }
+
+  llvm::Error run(Graph &G, PassContext &Ctx);
+
+private:
+  std::vector<std::unique_ptr<Pass>> Passes;
+  PassManagerOptions Opts;
+};
+
+// The passes, for library users who build pipelines in code.
+#define MDPLAN_PASS(ARG, CLASS, SUMMARY) std::unique_ptr<Pass> create##CLASS();
+#include "mdplan/Transforms/Passes.def"
+
+} // namespace mdplan
+
+#endif // MDPLAN_TRANSFORMS_PASS_H

@@ -1,0 +1,885 @@
+//===- ModelReader.cpp - Reading graph descriptions -----------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/Frontend/ModelReader.h"
+#include "mdplan/Deploy/DeviceFunctions.h"
+#include "mdplan/IR/Builder.h"
+#include "mdplan/IR/OpRegistry.h"
+#include "mdplan/IR/Verifier.h"
+
+#include "ModelDesc.pb.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+using namespace llvm;
+using namespace mdplan;
+namespace pb = google::protobuf;
+
+namespace {
+
+using ParseInfoTree = pb::TextFormat::ParseInfoTree;
+
+/// Collects the first syntax error of the protobuf text parser.
+class SyntaxErrors : public pb::io::ErrorCollector {
+public:
+  explicit SyntaxErrors(StringRef File) : File(File) {}
+
+  void AddError(int Line, pb::io::ColumnNumber Col,
+                const std::string &Message) override {
+    if (Err)
+      return;
+    std::string Msg = Message;
+    // Protobuf's messages are sentences; diagnostics are not.
+    if (!Msg.empty() && Msg.back() == '.')
+      Msg.pop_back();
+    if (!Msg.empty())
+      Msg[0] = toLower(Msg[0]);
+    Err = makeError(SourceLoc{File, unsigned(Line + 1), unsigned(Col + 1)},
+                    "syntax error: " + Msg);
+  }
+  void AddWarning(int, pb::io::ColumnNumber, const std::string &) override {}
+
+  ~SyntaxErrors() override { consumeError(std::move(Err)); }
+
+  Error take() { return Err ? std::move(Err) : Error::success(); }
+
+private:
+  StringRef File;
+  Error Err = Error::success();
+};
+
+/// Where fields are: a ParseInfoTree for text files, nothing for binary.
+class Locator {
+public:
+  Locator(StringRef File, const ParseInfoTree *T)
+      : File(File), T(T), Fallback{File, 0, 0} {}
+
+  /// The location of field \p Name (index -1 for singular fields).
+  SourceLoc at(const pb::Message &M, StringRef Name, int Index = -1) const {
+    if (!T)
+      return Fallback;
+    const pb::FieldDescriptor *F =
+        M.GetDescriptor()->FindFieldByName(std::string(Name));
+    assert(F && "unknown field");
+    auto L = T->GetLocation(F, Index);
+    if (L.line < 0)
+      return Fallback;
+    return SourceLoc{File, unsigned(L.line + 1), unsigned(L.column + 1)};
+  }
+
+  /// The locator of nested message field \p Name at \p Index.
+  Locator nested(const pb::Message &M, StringRef Name, int Index = -1) const {
+    Locator R(File, nullptr);
+    R.Fallback = at(M, Name, Index);
+    if (T) {
+      const pb::FieldDescriptor *F =
+          M.GetDescriptor()->FindFieldByName(std::string(Name));
+      R.T = T->GetTreeForNested(F, Index);
+    }
+    return R;
+  }
+
+  bool hasPositions() const { return T != nullptr; }
+  SourceLoc fallback() const { return Fallback; }
+
+private:
+  StringRef File;
+  const ParseInfoTree *T;
+  SourceLoc Fallback;
+};
+
+/// A node waiting for its inputs to be resolved.
+struct PendingNode {
+  Node *N;
+  const desc::Node *P;
+  Locator L;
+  /// Scope name prefixes for relative lookup, innermost first.
+  SmallVector<std::string, 4> Prefixes;
+};
+
+class ModelBuilder {
+public:
+  ModelBuilder(Graph &G, StringRef File, const ReadOptions &Opts)
+      : G(G), File(File), Opts(Opts) {}
+
+  Error build(const desc::Model &M, const Locator &L);
+
+private:
+  Error addContainer(const pb::RepeatedPtrField<desc::Node> &Nodes,
+                     const pb::RepeatedPtrField<desc::Scope> &Scopes,
+                     const pb::Message &Owner, const Locator &L,
+                     const std::string &Prefix,
+                     SmallVector<std::string, 4> Prefixes,
+                     const DeviceStack *Stack, NodeRole Role);
+  Error addScope(const desc::Scope &S, const Locator &L,
+                 const std::string &Prefix,
+                 const SmallVector<std::string, 4> &Prefixes,
+                 const DeviceStack *Stack, NodeRole Role);
+  Error addNode(const desc::Node &P, const Locator &L,
+                const std::string &Prefix,
+                const SmallVector<std::string, 4> &Prefixes,
+                const DeviceStack *Stack, NodeRole Role);
+  Error resolve(PendingNode &PN);
+  Error addRegularizer(Node *Var, double Scale);
+  Node *lookupRelative(StringRef Name, ArrayRef<std::string> Prefixes) const;
+  Error collection(const pb::RepeatedPtrField<std::string> &Names,
+                   const desc::Model &M, StringRef Field, const Locator &L,
+                   Collection C);
+
+  Graph &G;
+  StringRef File;
+  const ReadOptions &Opts;
+  std::vector<PendingNode> Pending;
+  std::vector<std::pair<Node *, double>> Regularizers;
+};
+
+} // namespace
+
+static bool isValidName(StringRef N) {
+  if (N.empty() || N.front() == '/' || N.back() == '/' || N.contains("//"))
+    return false;
+  if (!isAlnum(N[0]) && N[0] != '.' && N[0] != '_')
+    return false;
+  for (char C : N)
+    if (!isAlnum(C) && C != '_' && C != '.' && C != '-' && C != '/')
+      return false;
+  return true;
+}
+
+/// Converts one attribute of the format to an Attr.
+static Expected<Attr> convertAttr(const desc::Attr &A, const Locator &L,
+                                  const pb::Message &Owner, StringRef Field,
+                                  int Index) {
+  SourceLoc Loc = L.at(Owner, Field, Index);
+  int Count = A.has_i() + A.has_f() + A.has_b() + A.has_s() + A.has_type() +
+              (A.ints_size() > 0) + (A.floats_size() > 0) +
+              (A.strings_size() > 0) + A.has_shape();
+  if (A.name().empty())
+    return makeError(Loc, "attribute without a name");
+  if (Count == 0)
+    return makeError(Loc, "attribute '" + A.name() + "' has no value");
+  if (Count > 1)
+    return makeError(Loc, "attribute '" + A.name() + "' has more than one value");
+  if (A.has_i())
+    return Attr(int64_t(A.i()));
+  if (A.has_f())
+    return Attr(A.f());
+  if (A.has_b())
+    return Attr(A.b());
+  if (A.has_s())
+    return Attr(A.s());
+  if (A.has_type()) {
+    if (A.type() == desc::DT_INVALID)
+      return makeError(Loc, "attribute '" + A.name() + "' has no valid type");
+    return Attr(DType(A.type()));
+  }
+  if (A.ints_size())
+    return Attr(std::vector<int64_t>(A.ints().begin(), A.ints().end()));
+  if (A.floats_size())
+    return Attr(std::vector<double>(A.floats().begin(), A.floats().end()));
+  if (A.strings_size())
+    return Attr(std::vector<std::string>(A.strings().begin(),
+                                         A.strings().end()));
+  return Attr(Shape(ArrayRef<int64_t>(A.shape().dim().data(),
+                                      A.shape().dim_size())));
+}
+
+static StringRef initializerName(desc::Initializer::Kind K) {
+  switch (K) {
+  case desc::Initializer::GLOROT_UNIFORM:
+    return "glorot_uniform";
+  case desc::Initializer::ZEROS:
+    return "zeros";
+  case desc::Initializer::ONES:
+    return "ones";
+  case desc::Initializer::CONSTANT:
+    return "constant";
+  case desc::Initializer::NORMAL:
+    return "normal";
+  case desc::Initializer::TRUNCATED_NORMAL:
+    return "truncated_normal";
+  case desc::Initializer::UNIFORM:
+    return "uniform";
+  case desc::Initializer::GLOROT_NORMAL:
+    return "glorot_normal";
+  case desc::Initializer::HE_NORMAL:
+    return "he_normal";
+  default:
+    return "glorot_uniform";
+  }
+}
+
+static Error checkDims(const pb::RepeatedField<int64_t> &Dims, SourceLoc Loc) {
+  for (int64_t D : Dims)
+    if (D <= 0)
+      return makeError(Loc, "dimensions must be positive, got " +
+                                Shape(ArrayRef<int64_t>(Dims.data(),
+                                                        Dims.size()))
+                                    .str());
+  return Error::success();
+}
+
+Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
+                            const std::string &Prefix,
+                            const SmallVector<std::string, 4> &Prefixes,
+                            const DeviceStack *Stack, NodeRole Role) {
+  SourceLoc NameLoc = P.name().empty() ? L.fallback() : L.at(P, "name");
+  if (P.name().empty())
+    return makeError(NameLoc, "node without a name");
+  std::string Full = Prefix + P.name();
+  if (!isValidName(Full))
+    return makeError(NameLoc, "invalid node name '" + Full +
+                                  "': use letters, digits, '_', '.', '-' "
+                                  "and '/' between scopes");
+  if (Node *Old = G.lookup(Full))
+    return makeError(NameLoc, "duplicate node name '" + Full + "'" +
+                                  (Old->getLoc().Line
+                                       ? " (first defined at " +
+                                             Old->getLoc().str() + ")"
+                                       : std::string()));
+  if (P.op().empty())
+    return makeError(NameLoc, "node '" + Full + "' has no op");
+  const OpDef *Op = OpRegistry::get().lookup(P.op());
+  if (!Op) {
+    std::string Hint;
+    unsigned Best = 3;
+    for (const OpDef &D : OpRegistry::get().ops()) {
+      unsigned Dist = StringRef(P.op()).edit_distance(D.Name, true, Best);
+      if (Dist < Best) {
+        Best = Dist;
+        Hint = ("; did you mean '" + D.Name + "'?").str();
+      }
+    }
+    return makeError(L.at(P, "op"), "unknown op '" + P.op() + "'" + Hint);
+  }
+
+  Node *N = G.createNode(Full, *Op);
+  N->setLoc(NameLoc);
+  N->setStack(Stack);
+  if (Op->isVariable())
+    Role = NodeRole::Variable;
+  else if (Op->is(OF_Input))
+    Role = NodeRole::Input;
+  else if (Op->is(OF_Summary))
+    Role = NodeRole::Summary;
+  N->setRole(Role);
+
+  for (int I = 0, E = P.attr_size(); I != E; ++I) {
+    const desc::Attr &A = P.attr(I);
+    auto V = convertAttr(A, L, P, "attr", I);
+    if (!V)
+      return V.takeError();
+    if (N->attrs().has(A.name()))
+      return makeError(L.at(P, "attr", I),
+                       "attribute '" + A.name() + "' given twice");
+    N->attrs().set(A.name(), std::move(*V));
+  }
+
+  if (P.has_variable()) {
+    if (!Op->isVariable())
+      return makeError(L.at(P, "variable"),
+                       "'variable' is only allowed on Variable nodes");
+    const desc::VariableDef &V = P.variable();
+    Locator VL = L.nested(P, "variable");
+    if (Error E = checkDims(V.shape(), VL.at(V, "shape", 0)))
+      return E;
+    AttrDict &A = N->attrs();
+    A.set("shape", Shape(ArrayRef<int64_t>(V.shape().data(), V.shape_size())));
+    A.set("dtype", V.dtype() == desc::DT_INVALID ? DType::Float32
+                                                 : DType(V.dtype()));
+    const desc::Initializer &I = V.initializer();
+    A.set("initializer", initializerName(I.kind()));
+    if (I.kind() == desc::Initializer::CONSTANT)
+      A.set("init_value", I.value());
+    if (I.mean() != 0)
+      A.set("init_mean", I.mean());
+    if (I.has_stddev())
+      A.set("init_stddev", I.stddev());
+    if (I.has_minval())
+      A.set("init_min", I.minval());
+    if (I.has_maxval())
+      A.set("init_max", I.maxval());
+    if (I.seed())
+      A.set("seed", int64_t(I.seed()));
+    if (V.has_trainable())
+      A.set("trainable", V.trainable());
+    if (V.has_regularizer()) {
+      if (V.regularizer().l2() < 0)
+        return makeError(VL.at(V, "regularizer"),
+                         "l2 regularization scale must not be negative");
+      if (V.regularizer().l2() > 0)
+        Regularizers.emplace_back(N, V.regularizer().l2());
+    }
+  }
+
+  if (P.has_data()) {
+    if (!Op->is(OF_Input))
+      return makeError(L.at(P, "data"),
+                       "'data' is only allowed on Input nodes");
+    const desc::DataDef &D = P.data();
+    Locator DL = L.nested(P, "data");
+    if (Error E = checkDims(D.shape(), DL.at(D, "shape", 0)))
+      return E;
+    N->attrs().set("shape",
+                   Shape(ArrayRef<int64_t>(D.shape().data(), D.shape_size())));
+    N->attrs().set("dtype", D.dtype() == desc::DT_INVALID ? DType::Float32
+                                                          : DType(D.dtype()));
+    if (!D.feature().empty())
+      N->attrs().set("feature", D.feature());
+  }
+
+  if (!P.device().empty()) {
+    auto D = DeviceSpec::parse(P.device());
+    if (!D)
+      return makeError(L.at(P, "device"), "invalid device '" + P.device() +
+                                              "': " +
+                                              errorMessage(D.takeError()));
+    N->setRequestedDevice(*D);
+  }
+  Pending.push_back(PendingNode{N, &P, L, Prefixes});
+  return Error::success();
+}
+
+Node *ModelBuilder::lookupRelative(StringRef Name,
+                                   ArrayRef<std::string> Prefixes) const {
+  for (const std::string &P : Prefixes)
+    if (Node *N = G.lookup(P + Name.str()))
+      return N;
+  return G.lookup(Name);
+}
+
+Error ModelBuilder::resolve(PendingNode &PN) {
+  Node *N = PN.N;
+  const desc::Node &P = *PN.P;
+  bool SawControl = false;
+  for (int I = 0, E = P.input_size(); I != E; ++I) {
+    StringRef In = P.input(I);
+    SourceLoc Loc = PN.L.at(P, "input", I);
+    bool Control = In.consume_front("^");
+    unsigned Index = 0;
+    StringRef Name = In;
+    size_t Colon = In.rfind(':');
+    if (!Control && Colon != StringRef::npos) {
+      Name = In.substr(0, Colon);
+      if (In.substr(Colon + 1).getAsInteger(10, Index))
+        return makeError(Loc, "invalid input '" + P.input(I) +
+                                  "': expected 'node', 'node:N' or '^node'");
+    }
+    if (Name.empty())
+      return makeError(Loc, "invalid input '" + P.input(I) + "'");
+    Node *Src = lookupRelative(Name, PN.Prefixes);
+    if (!Src)
+      return makeError(Loc, "node '" + N->getName() + "' reads '" + Name +
+                                "', which does not exist");
+    if (Control) {
+      SawControl = true;
+      N->addControlInput(Src);
+      continue;
+    }
+    if (SawControl)
+      return makeError(Loc, "data input '" + P.input(I) +
+                                "' follows a control input");
+    N->addInput(TensorRef(Src, Index));
+  }
+  if (!P.colocate_with().empty()) {
+    Node *C = lookupRelative(P.colocate_with(), PN.Prefixes);
+    if (!C)
+      return makeError(PN.L.at(P, "colocate_with"),
+                       "node '" + N->getName() + "' is colocated with '" +
+                           P.colocate_with() + "', which does not exist");
+    if (C == N)
+      return makeError(PN.L.at(P, "colocate_with"),
+                       "node '" + N->getName() + "' is colocated with itself");
+    N->setColocateWith(C);
+  }
+  return Error::success();
+}
+
+Error ModelBuilder::addScope(const desc::Scope &S, const Locator &L,
+                             const std::string &Prefix,
+                             const SmallVector<std::string, 4> &Prefixes,
+                             const DeviceStack *Stack, NodeRole Role) {
+  std::string NewPrefix = Prefix;
+  SmallVector<std::string, 4> NewPrefixes = Prefixes;
+  if (!S.name().empty()) {
+    if (!isValidName(S.name()))
+      return makeError(L.at(S, "name"),
+                       "invalid scope name '" + S.name() + "'");
+    NewPrefix += S.name() + "/";
+    NewPrefixes.insert(NewPrefixes.begin(), NewPrefix);
+  }
+  DeviceEntry E;
+  E.Origin = "scope";
+  bool HasEntry = true;
+  switch (S.entry_case()) {
+  case desc::Scope::kDevice: {
+    E.Loc = L.at(S, "device");
+    auto D = DeviceSpec::parse(S.device());
+    if (!D)
+      return makeError(E.Loc, "invalid device '" + S.device() +
+                                  "': " + errorMessage(D.takeError()));
+    E.K = DeviceEntry::Kind::Spec;
+    E.Spec = *D;
+    break;
+  }
+  case desc::Scope::kFunction: {
+    const desc::DeviceFunction &F = S.function();
+    Locator FL = L.nested(S, "function");
+    E.Loc = L.at(S, "function");
+    E.K = DeviceEntry::Kind::Function;
+    E.Instance = F.instance();
+    AttrDict Args;
+    for (int I = 0, N = F.arg_size(); I != N; ++I) {
+      auto V = convertAttr(F.arg(I), FL, F, "arg", I);
+      if (!V)
+        return V.takeError();
+      Args.set(F.arg(I).name(), std::move(*V));
+    }
+    auto Fn = createDeviceFunction(F.name(), Args);
+    if (!Fn)
+      return makeError(E.Loc, errorMessage(Fn.takeError()));
+    if (!E.Instance.empty()) {
+      if (DeviceFunction *Old = G.lookupFunctionInstance(E.Instance)) {
+        if (Old->getName() != (*Fn)->getName() ||
+            !(Old->getArgs() == (*Fn)->getArgs()))
+          return makeError(E.Loc, "device function instance '" + E.Instance +
+                                      "' was defined with other arguments");
+        E.Fn = Old;
+        break;
+      }
+    }
+    E.Fn = G.addFunction(std::move(*Fn));
+    if (!E.Instance.empty())
+      G.setFunctionInstance(E.Instance, E.Fn);
+    break;
+  }
+  case desc::Scope::kClear:
+    E.Loc = L.at(S, "clear");
+    E.K = DeviceEntry::Kind::Clear;
+    HasEntry = S.clear();
+    break;
+  case desc::Scope::kRole: {
+    E.Loc = L.at(S, "role");
+    E.K = DeviceEntry::Kind::Role;
+    switch (S.role()) {
+    case desc::INPUTS:
+      E.RoleKind = NodeRole::Input;
+      break;
+    case desc::VARIABLES:
+      E.RoleKind = NodeRole::Variable;
+      break;
+    case desc::OPTIMIZER:
+      E.RoleKind = NodeRole::Optimizer;
+      break;
+    default:
+      return makeError(E.Loc, "a role scope needs INPUTS, VARIABLES or "
+                              "OPTIMIZER");
+    }
+    Role = E.RoleKind;
+    break;
+  }
+  case desc::Scope::ENTRY_NOT_SET:
+    HasEntry = false;
+    break;
+  }
+  if (HasEntry)
+    Stack = G.pushStack(Stack, G.createEntry(std::move(E)));
+  return addContainer(S.node(), S.scope(), S, L, NewPrefix, NewPrefixes, Stack,
+                      Role);
+}
+
+Error ModelBuilder::addContainer(const pb::RepeatedPtrField<desc::Node> &Nodes,
+                                 const pb::RepeatedPtrField<desc::Scope> &Scopes,
+                                 const pb::Message &Owner, const Locator &L,
+                                 const std::string &Prefix,
+                                 SmallVector<std::string, 4> Prefixes,
+                                 const DeviceStack *Stack, NodeRole Role) {
+  // Text files: the order written. Binary files: nodes, then scopes.
+  struct Item {
+    unsigned Line, Col;
+    bool IsScope;
+    int Index;
+  };
+  SmallVector<Item, 16> Items;
+  for (int I = 0, E = Nodes.size(); I != E; ++I) {
+    SourceLoc Loc = L.at(Owner, "node", I);
+    Items.push_back({Loc.Line, Loc.Col, false, I});
+  }
+  for (int I = 0, E = Scopes.size(); I != E; ++I) {
+    SourceLoc Loc = L.at(Owner, "scope", I);
+    Items.push_back({Loc.Line, Loc.Col, true, I});
+  }
+  if (L.hasPositions())
+    std::stable_sort(Items.begin(), Items.end(),
+                     [](const Item &A, const Item &B) {
+                       return std::tie(A.Line, A.Col) < std::tie(B.Line, B.Col);
+                     });
+  for (const Item &It : Items) {
+    if (It.IsScope) {
+      if (Error E = addScope(Scopes[It.Index],
+                             L.nested(Owner, "scope", It.Index), Prefix,
+                             Prefixes, Stack, Role))
+        return E;
+    } else if (Error E = addNode(Nodes[It.Index],
+                                 L.nested(Owner, "node", It.Index), Prefix,
+                                 Prefixes, Stack, Role)) {
+      return E;
+    }
+  }
+  return Error::success();
+}
+
+Error ModelBuilder::addRegularizer(Node *Var, double Scale) {
+  GraphBuilder B(G);
+  B.setPrefix((Var->getName() + "/Regularizer/l2_regularizer").str());
+  B.setStack(Var->getStack());
+  B.setRole(NodeRole::Variable);
+  B.setLoc(Var->getLoc());
+  if (Error E = inferNodeShapes(*Var))
+    return E;
+  DType T = Var->getOutputType(0).Elt;
+  if (!isFloat(T))
+    return Var->error("only float variables can be regularized");
+  TensorRef ScaleT = B.constant(Scale, T, {}, "scale");
+  TensorRef L2 = B.out(OpKind::L2Loss, {TensorRef(Var)});
+  Node *Reg = B.createNamed(B.getPrefix(), OpKind::Mul, {L2, ScaleT});
+  if (Error E = B.takeError())
+    return E;
+  for (Node *N : {ScaleT.N, L2.N, Reg})
+    N->setColocateWith(Var);
+  G.collection(Collection::RegularizationLosses).insert(Reg);
+  return Error::success();
+}
+
+Error ModelBuilder::collection(const pb::RepeatedPtrField<std::string> &Names,
+                               const desc::Model &M, StringRef Field,
+                               const Locator &L, Collection C) {
+  for (int I = 0, E = Names.size(); I != E; ++I) {
+    Node *N = G.lookup(Names[I]);
+    if (!N)
+      return makeError(L.at(M, Field, I),
+                       StringRef(collectionName(C)).rtrim('s') + " '" +
+                           Names[I] + "' is not a node of the graph");
+    if (C == Collection::Summaries && !N->getOp().is(OF_Summary))
+      return makeError(L.at(M, Field, I),
+                       "summary '" + Names[I] + "' is a " + N->getOpName() +
+                           ", not a summary op");
+    if ((C == Collection::Losses || C == Collection::RegularizationLosses) &&
+        N->getNumOutputs() < 1)
+      return makeError(L.at(M, Field, I),
+                       "loss '" + Names[I] + "' has no output");
+    G.collection(C).insert(N);
+  }
+  return Error::success();
+}
+
+static OptimizerSettings convertOptimizer(const desc::Optimizer &O,
+                                          OptimizerSettings S) {
+  S.K = OptimizerSettings::Kind(O.kind());
+  if (O.has_learning_rate())
+    S.LearningRate = O.learning_rate();
+  if (O.has_momentum())
+    S.Momentum = O.momentum();
+  if (O.has_nesterov())
+    S.Nesterov = O.nesterov();
+  if (O.has_beta1())
+    S.Beta1 = O.beta1();
+  if (O.has_beta2())
+    S.Beta2 = O.beta2();
+  if (O.has_epsilon())
+    S.Epsilon = O.epsilon();
+  if (O.has_decay_steps())
+    S.DecaySteps = O.decay_steps();
+  if (O.has_decay_rate())
+    S.DecayRate = O.decay_rate();
+  return S;
+}
+
+Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
+  G.setName(M.name());
+  G.setFileName(File);
+  if (Error E = addContainer(M.node(), M.scope(), M, L, "", {},
+                             G.getRootStack(), NodeRole::Model))
+    return E;
+  for (PendingNode &PN : Pending)
+    if (Error E = resolve(PN))
+      return E;
+  for (PendingNode &PN : Pending) {
+    Node *N = PN.N;
+    if (Error E = verifyAndCompleteAttrs(*N))
+      return E;
+    N->setNumOutputs(N->getOp().numOutputs(N->attrs(), N->getNumInputs()));
+    // Ops that update a variable run where it lives.
+    if (N->getOp().is(OF_UpdatesInput0) && !N->getColocateWith() &&
+        N->getNumInputs() > 0)
+      N->setColocateWith(N->getInput(0).N);
+  }
+  for (PendingNode &PN : Pending) {
+    Node *N = PN.N;
+    for (unsigned I = 0, E = N->getNumInputs(); I != E; ++I) {
+      TensorRef In = N->getInput(I);
+      if (In.Index >= In.N->getNumOutputs())
+        return makeError(PN.L.at(*PN.P, "input", I),
+                         "node '" + N->getName() + "' reads '" + In.str() +
+                             "', but '" + In.N->getName() + "' (" +
+                             In.N->getOpName() + ") has " +
+                             Twine(In.N->getNumOutputs()) + " output" +
+                             (In.N->getNumOutputs() == 1 ? "" : "s"));
+    }
+  }
+  for (auto &[Var, Scale] : Regularizers)
+    if (Error E = addRegularizer(Var, Scale))
+      return E;
+
+  if (Error E = collection(M.loss(), M, "loss", L, Collection::Losses))
+    return E;
+  if (Error E = collection(M.regularization_loss(), M, "regularization_loss",
+                           L, Collection::RegularizationLosses))
+    return E;
+  if (Error E =
+          collection(M.update_op(), M, "update_op", L, Collection::UpdateOps))
+    return E;
+  if (Error E =
+          collection(M.summary(), M, "summary", L, Collection::Summaries))
+    return E;
+  for (int I = 0, E = M.output_size(); I != E; ++I) {
+    const desc::NamedOutput &O = M.output(I);
+    Locator OL = L.nested(M, "output", I);
+    if (O.name().empty())
+      return makeError(L.at(M, "output", I), "output without a name");
+    StringRef T = O.tensor();
+    unsigned Index = 0;
+    size_t Colon = T.rfind(':');
+    if (Colon != StringRef::npos) {
+      if (T.substr(Colon + 1).getAsInteger(10, Index))
+        return makeError(OL.at(O, "tensor"),
+                         "invalid tensor '" + O.tensor() + "'");
+      T = T.substr(0, Colon);
+    }
+    Node *N = G.lookup(T);
+    if (!N)
+      return makeError(OL.at(O, "tensor"), "output '" + O.name() +
+                                               "' names '" + T +
+                                               "', which does not exist");
+    if (Index >= N->getNumOutputs())
+      return makeError(OL.at(O, "tensor"), "output '" + O.name() +
+                                               "' names output " +
+                                               Twine(Index) + " of '" + T +
+                                               "', which has " +
+                                               Twine(N->getNumOutputs()));
+    if (G.outputs().count(O.name()))
+      return makeError(L.at(M, "output", I),
+                       "output '" + O.name() + "' given twice");
+    G.outputs()[O.name()] = TensorRef(N, Index);
+  }
+  if (M.has_training()) {
+    const desc::Training &T = M.training();
+    if (T.has_optimizer())
+      G.setOptimizer(convertOptimizer(T.optimizer(), OptimizerSettings()));
+    if (T.batch_size() < 0)
+      return makeError(L.nested(M, "training").at(T, "batch_size"),
+                       "batch size must be positive");
+    G.setDefaultBatchSize(T.batch_size());
+  }
+  return verifyGraph(G);
+}
+
+static bool isBinaryPath(StringRef Path) {
+  StringRef Ext = sys::path::extension(Path);
+  return Ext == ".pb" || Ext == ".binpb" || Ext == ".mdgb";
+}
+
+Expected<std::unique_ptr<Graph>>
+mdplan::readModelBuffer(StringRef Contents, StringRef Name,
+                        const ReadOptions &Opts) {
+  StringRef File = internFileName(Name);
+  desc::Model M;
+  bool Binary = Opts.Format == InputFormat::Binary ||
+                (Opts.Format == InputFormat::Auto && isBinaryPath(Name));
+  ParseInfoTree Tree;
+  if (Binary) {
+    if (Contents.size() > size_t(INT32_MAX) ||
+        !M.ParseFromArray(Contents.data(), int(Contents.size())))
+      return makeError(SourceLoc{File, 0, 0},
+                       "cannot parse the binary model (not a serialized "
+                       "mdplan.desc.Model)");
+  } else {
+    pb::TextFormat::Parser P;
+    SyntaxErrors Errs(File);
+    P.RecordErrorsTo(&Errs);
+    P.WriteLocationsTo(&Tree);
+    pb::io::ArrayInputStream In(Contents.data(), int(Contents.size()));
+    if (!P.Parse(&In, &M)) {
+      Error E = Errs.take();
+      if (!E)
+        return makeError(SourceLoc{File, 0, 0}, "syntax error");
+      return E;
+    }
+  }
+  auto G = std::make_unique<Graph>();
+  ModelBuilder B(*G, File, Opts);
+  if (Error E = B.build(M, Locator(File, Binary ? nullptr : &Tree)))
+    return E;
+  return G;
+}
+
+/// Reads \p Path into a buffer, handing it to \p SM when given.
+static Expected<StringRef> loadFile(StringRef Path, SourceMgr *SM,
+                                    std::unique_ptr<MemoryBuffer> &Keep) {
+  auto MB = MemoryBuffer::getFileOrSTDIN(Path, /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/false);
+  if (!MB)
+    return makeError(SourceLoc{internFileName(Path), 0, 0},
+                     "cannot read file: " + MB.getError().message());
+  StringRef Contents = (*MB)->getBuffer();
+  if (SM) {
+    SM->AddNewSourceBuffer(std::move(*MB), SMLoc());
+    return Contents;
+  }
+  Keep = std::move(*MB);
+  return Contents;
+}
+
+Expected<std::unique_ptr<Graph>> mdplan::readModelFile(StringRef Path,
+                                                       const ReadOptions &Opts) {
+  std::unique_ptr<MemoryBuffer> Keep;
+  bool Binary = Opts.Format == InputFormat::Binary ||
+                (Opts.Format == InputFormat::Auto && isBinaryPath(Path));
+  auto Contents = loadFile(Path, Binary ? nullptr : Opts.SM, Keep);
+  if (!Contents)
+    return Contents.takeError();
+  return readModelBuffer(*Contents, Path, Opts);
+}
+
+//===----------------------------------------------------------------------===//
+// Deployment config files
+//===----------------------------------------------------------------------===//
+
+Error mdplan::readDeploymentBuffer(StringRef Contents, StringRef Name,
+                                   DeploymentConfig &C) {
+  StringRef File = internFileName(Name);
+  desc::Deployment D;
+  pb::TextFormat::Parser P;
+  SyntaxErrors Errs(File);
+  ParseInfoTree Tree;
+  P.RecordErrorsTo(&Errs);
+  P.WriteLocationsTo(&Tree);
+  pb::io::ArrayInputStream In(Contents.data(), int(Contents.size()));
+  if (!P.Parse(&In, &D)) {
+    Error E = Errs.take();
+    return E ? std::move(E) : makeError(SourceLoc{File, 0, 0}, "syntax error");
+  }
+  Locator L(File, &Tree);
+  auto Set = [&](StringRef Field) { C.Origins[Field] = L.at(D, Field); };
+  if (D.has_num_clones()) {
+    C.NumClones = D.num_clones();
+    Set("num_clones");
+  }
+  if (D.has_clone_on_cpu()) {
+    C.CloneOnCPU = D.clone_on_cpu();
+    Set("clone_on_cpu");
+  }
+  if (D.has_replica_id()) {
+    C.ReplicaId = D.replica_id();
+    Set("replica_id");
+  }
+  if (D.has_num_replicas()) {
+    C.NumReplicas = D.num_replicas();
+    Set("num_replicas");
+  }
+  if (D.has_num_ps_tasks()) {
+    C.NumPsTasks = D.num_ps_tasks();
+    Set("num_ps_tasks");
+  }
+  if (D.has_worker_job_name()) {
+    C.WorkerJobName = D.worker_job_name();
+    Set("worker_job_name");
+  }
+  if (D.has_ps_job_name()) {
+    C.PsJobName = D.ps_job_name();
+    Set("ps_job_name");
+  }
+  if (D.has_strategy()) {
+    Set("strategy");
+    if (D.strategy() == "ps")
+      C.Strat = Strategy::ParameterServer;
+    else if (D.strategy() == "mirrored")
+      C.Strat = Strategy::Mirrored;
+    else
+      return makeError(C.Origins["strategy"],
+                       "unknown strategy '" + D.strategy() +
+                           "' (use 'ps' or 'mirrored')");
+  }
+  if (D.has_batch_per_clone()) {
+    C.BatchPerClone = D.batch_per_clone();
+    Set("batch_per_clone");
+    if (C.BatchPerClone <= 0)
+      return makeError(C.Origins["batch_per_clone"],
+                       "batch size must be positive, got " +
+                           Twine(C.BatchPerClone));
+  }
+  if (D.has_global_batch()) {
+    C.GlobalBatch = D.global_batch();
+    Set("global_batch");
+    if (C.GlobalBatch <= 0)
+      return makeError(C.Origins["global_batch"],
+                       "batch size must be positive, got " +
+                           Twine(C.GlobalBatch));
+  }
+  if (D.has_gpus_per_worker()) {
+    C.GpusPerWorker = D.gpus_per_worker();
+    Set("gpus_per_worker");
+  }
+  if (D.has_soft_placement()) {
+    C.SoftPlacement = D.soft_placement();
+    Set("soft_placement");
+  }
+  if (D.has_colocate_gradients()) {
+    C.ColocateGradients = D.colocate_gradients();
+    Set("colocate_gradients");
+  }
+  if (D.has_first_bucket_bytes()) {
+    C.FirstBucketBytes = D.first_bucket_bytes();
+    Set("first_bucket_bytes");
+    C.Origins["bucket_bytes"] = C.Origins["first_bucket_bytes"];
+  }
+  if (D.has_bucket_bytes()) {
+    C.BucketBytes = D.bucket_bytes();
+    Set("bucket_bytes");
+  }
+  if (D.has_optimizer()) {
+    const desc::Optimizer &O = D.optimizer();
+    C.Optimizer = convertOptimizer(O, C.Optimizer.value_or(OptimizerSettings()));
+    C.OptimizerFieldsSet["kind"] = true;
+    for (StringRef F : {"learning_rate", "momentum", "nesterov", "beta1",
+                        "beta2", "epsilon", "decay_steps", "decay_rate"}) {
+      const pb::FieldDescriptor *FD =
+          O.GetDescriptor()->FindFieldByName(std::string(F));
+      if (O.GetReflection()->HasField(O, FD))
+        C.OptimizerFieldsSet[F] = true;
+    }
+    SourceLoc OL = L.at(D, "optimizer");
+    C.Origins["learning_rate"] = OL;
+    C.Origins["decay_steps"] = OL;
+  }
+  return Error::success();
+}
+
+Error mdplan::readDeploymentFile(StringRef Path, DeploymentConfig &C,
+                                 SourceMgr *SM) {
+  std::unique_ptr<MemoryBuffer> Keep;
+  auto Contents = loadFile(Path, SM, Keep);
+  if (!Contents)
+    return Contents.takeError();
+  return readDeploymentBuffer(*Contents, Path, C);
+}

@@ -1,0 +1,231 @@
+//===- Graph.cpp - The mdplan graph IR ------------------------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/IR/Graph.h"
+#include "mdplan/IR/DeployState.h"
+#include "mdplan/IR/OpRegistry.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace llvm;
+using namespace mdplan;
+
+std::string TensorRef::str() const {
+  if (!N)
+    return "<null>";
+  if (Index == 0)
+    return N->getName().str();
+  return (N->getName() + ":" + Twine(Index)).str();
+}
+
+const TensorType &TensorRef::type() const { return N->getOutputType(Index); }
+
+DeviceFunction::~DeviceFunction() = default;
+
+std::string DeviceFunction::describe() const {
+  std::string S = getName().str();
+  raw_string_ostream OS(S);
+  OS << '(';
+  bool First = true;
+  for (const auto &[K, V] : getArgs()) {
+    OS << (First ? "" : ", ") << K << '=';
+    V.print(OS);
+    First = false;
+  }
+  OS << ')';
+  return OS.str();
+}
+
+std::string DeviceEntry::describe() const {
+  switch (K) {
+  case Kind::Spec: {
+    std::string S = Spec.toString();
+    return S.empty() ? "<empty>" : S;
+  }
+  case Kind::Function:
+    return Fn->describe();
+  case Kind::Clear:
+    return "<clear>";
+  case Kind::Role:
+    return ("<" + nodeRoleName(RoleKind) + " device>").str();
+  }
+  llvm_unreachable("bad entry kind");
+}
+
+SmallVector<const DeviceEntry *, 8> DeviceStack::entries() const {
+  SmallVector<const DeviceEntry *, 8> R;
+  for (const DeviceStack *S = this; S && !S->isRoot(); S = S->Parent)
+    R.push_back(S->Entry);
+  std::reverse(R.begin(), R.end());
+  return R;
+}
+
+StringRef mdplan::nodeRoleName(NodeRole R) {
+  switch (R) {
+  case NodeRole::Model:
+    return "model";
+  case NodeRole::Input:
+    return "input";
+  case NodeRole::Variable:
+    return "variable";
+  case NodeRole::Loss:
+    return "loss";
+  case NodeRole::Gradient:
+    return "gradient";
+  case NodeRole::Optimizer:
+    return "optimizer";
+  case NodeRole::Summary:
+    return "summary";
+  case NodeRole::Transfer:
+    return "transfer";
+  }
+  llvm_unreachable("bad role");
+}
+
+StringRef mdplan::collectionName(Collection C) {
+  switch (C) {
+  case Collection::Losses:
+    return "losses";
+  case Collection::RegularizationLosses:
+    return "regularization_losses";
+  case Collection::UpdateOps:
+    return "update_ops";
+  case Collection::Summaries:
+    return "summaries";
+  }
+  llvm_unreachable("bad collection");
+}
+
+StringRef mdplan::optimizerKindName(OptimizerSettings::Kind K) {
+  switch (K) {
+  case OptimizerSettings::Kind::SGD:
+    return "sgd";
+  case OptimizerSettings::Kind::Momentum:
+    return "momentum";
+  case OptimizerSettings::Kind::Adam:
+    return "adam";
+  }
+  llvm_unreachable("bad optimizer");
+}
+
+StringRef Node::getOpName() const { return Op->Name; }
+
+void Node::addControlInput(Node *N) {
+  if (!is_contained(ControlInputs, N))
+    ControlInputs.push_back(N);
+}
+
+Error Node::error(const Twine &Message) const {
+  return makeError(Loc, "node '" + Name + "': " + Message);
+}
+
+Graph::Graph() = default;
+Graph::~Graph() = default;
+
+DeployState &Graph::deployState() {
+  if (!State)
+    State = std::make_unique<DeployState>();
+  return *State;
+}
+
+Node *Graph::createNode(StringRef Name, const OpDef &Op) {
+  auto Ins = Names.try_emplace(Name, nullptr);
+  assert(Ins.second && "node name already taken");
+  auto *N = new Node(*this, NextId++, Ins.first->getKey(), Op);
+  Ins.first->second = N;
+  NodeList.emplace_back(N);
+  N->setNumOutputs(Op.NumOutputs >= 0 ? Op.NumOutputs : 0);
+  return N;
+}
+
+std::string Graph::uniqueName(StringRef Base) {
+  if (!Names.count(Base))
+    return Base.str();
+  unsigned &Next = NextSuffix[Base];
+  for (;;) {
+    std::string Candidate = (Base + "_" + Twine(++Next)).str();
+    if (!Names.count(Candidate))
+      return Candidate;
+  }
+}
+
+Node *Graph::createNodeUnique(StringRef Base, const OpDef &Op) {
+  return createNode(uniqueName(Base), Op);
+}
+
+void Graph::rename(Node *N, StringRef NewName) {
+  Names.erase(N->Name);
+  auto Ins = Names.try_emplace(NewName, N);
+  assert(Ins.second && "node name already taken");
+  N->Name = Ins.first->getKey();
+}
+
+void Graph::eraseIf(function_ref<bool(const Node &)> Pred) {
+  for (auto &C : Collections)
+    C.remove_if([&](Node *N) { return Pred(*N); });
+  for (auto It = Outputs.begin(); It != Outputs.end();) {
+    if (Pred(*It->second.N))
+      It = Outputs.erase(It);
+    else
+      ++It;
+  }
+  std::vector<std::unique_ptr<Node>> Kept;
+  Kept.reserve(NodeList.size());
+  for (auto &N : NodeList) {
+    if (Pred(*N)) {
+      Names.erase(N->getName());
+      continue;
+    }
+    Kept.push_back(std::move(N));
+  }
+  NodeList = std::move(Kept);
+}
+
+void Graph::setOrder(ArrayRef<Node *> Order) {
+  assert(Order.size() == NodeList.size() && "not a permutation");
+  DenseMap<Node *, unsigned> Slot;
+  for (unsigned I = 0, E = NodeList.size(); I != E; ++I)
+    Slot[NodeList[I].get()] = I;
+  std::vector<std::unique_ptr<Node>> New;
+  New.reserve(Order.size());
+  for (Node *N : Order)
+    New.push_back(std::move(NodeList[Slot.lookup(N)]));
+  NodeList = std::move(New);
+}
+
+const DeviceStack *Graph::pushStack(const DeviceStack *Parent,
+                                    const DeviceEntry *E) {
+  if (!Parent)
+    Parent = &Root;
+  auto &Slot = StackIndex[{Parent, E}];
+  if (!Slot) {
+    Stacks.push_back(DeviceStack{Parent, E, Parent->Depth + 1});
+    Slot = &Stacks.back();
+  }
+  return Slot;
+}
+
+DeviceEntry *Graph::createEntry(DeviceEntry E) {
+  Entries.push_back(std::move(E));
+  return &Entries.back();
+}
+
+DeviceFunction *Graph::addFunction(std::unique_ptr<DeviceFunction> F) {
+  Functions.push_back(std::move(F));
+  return Functions.back().get();
+}
+
+int Graph::getOrAddDevice(const DeviceSpec &D) {
+  auto Ins = DeviceIndex.try_emplace(D.toString(), int(Devices.size()));
+  if (Ins.second)
+    Devices.push_back(D);
+  return Ins.first->second;
+}
+
+const DeviceSpec &Graph::deviceOf(const Node &N) const {
+  static const DeviceSpec Empty;
+  return N.isPlaced() ? Devices[N.getDevice()] : Empty;
+}

@@ -1,0 +1,136 @@
+//===- Verifier.cpp - Structural checks of a graph ------------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/IR/Verifier.h"
+#include "mdplan/IR/OpRegistry.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+using namespace llvm;
+using namespace mdplan;
+
+/// Finds a cycle among the nodes not yet ordered and describes it.
+static Error describeCycle(const Graph &G,
+                           const DenseMap<const Node *, unsigned> &Pending) {
+  // Every pending node has a pending predecessor; walk predecessors until a
+  // node repeats.
+  const Node *Start = nullptr;
+  for (const auto &N : G.nodes())
+    if (Pending.lookup(N.get())) {
+      Start = N.get();
+      break;
+    }
+  auto PendingPred = [&](const Node *N) -> const Node * {
+    for (const TensorRef &In : N->getInputs())
+      if (Pending.lookup(In.N))
+        return In.N;
+    for (const Node *C : N->getControlInputs())
+      if (Pending.lookup(C))
+        return C;
+    return nullptr;
+  };
+  DenseMap<const Node *, unsigned> Seen;
+  std::vector<const Node *> Path;
+  const Node *Cur = Start;
+  while (Cur && !Seen.count(Cur)) {
+    Seen[Cur] = Path.size();
+    Path.push_back(Cur);
+    Cur = PendingPred(Cur);
+  }
+  assert(Cur && "no cycle among pending nodes");
+  // Path[Seen[Cur]..] is the cycle, walking against the edges.
+  std::vector<const Node *> Cycle(Path.begin() + Seen[Cur], Path.end());
+  std::reverse(Cycle.begin(), Cycle.end());
+  std::string Text;
+  for (const Node *N : Cycle)
+    Text += N->getName().str() + " -> ";
+  Text += Cycle.front()->getName().str();
+  return Cycle.front()->error("is part of a cycle: " + Text);
+}
+
+Expected<std::vector<Node *>> mdplan::topologicalOrder(const Graph &G) {
+  DenseMap<const Node *, unsigned> Remaining;
+  DenseMap<const Node *, SmallVector<Node *, 2>> Users;
+  Remaining.reserve(G.size());
+  for (const auto &NP : G.nodes()) {
+    Node *N = NP.get();
+    unsigned Count = 0;
+    for (const TensorRef &In : N->getInputs()) {
+      Users[In.N].push_back(N);
+      ++Count;
+    }
+    for (Node *C : N->getControlInputs()) {
+      Users[C].push_back(N);
+      ++Count;
+    }
+    Remaining[N] = Count;
+  }
+  // Kahn's algorithm; a ready node is emitted as soon as its turn in graph
+  // order comes, which keeps the order stable.
+  std::vector<Node *> Order;
+  Order.reserve(G.size());
+  std::vector<Node *> Stack;
+  for (auto It = G.nodes().rbegin(), E = G.nodes().rend(); It != E; ++It)
+    if (Remaining[It->get()] == 0)
+      Stack.push_back(It->get());
+  // Process in graph order: keep a min-heap by id.
+  auto Cmp = [](Node *A, Node *B) { return A->getId() > B->getId(); };
+  std::make_heap(Stack.begin(), Stack.end(), Cmp);
+  while (!Stack.empty()) {
+    std::pop_heap(Stack.begin(), Stack.end(), Cmp);
+    Node *N = Stack.back();
+    Stack.pop_back();
+    Order.push_back(N);
+    auto It = Users.find(N);
+    if (It == Users.end())
+      continue;
+    for (Node *U : It->second)
+      if (--Remaining[U] == 0) {
+        Stack.push_back(U);
+        std::push_heap(Stack.begin(), Stack.end(), Cmp);
+      }
+  }
+  if (Order.size() != G.size())
+    return describeCycle(G, Remaining);
+  return Order;
+}
+
+Error mdplan::verifyGraph(const Graph &G) {
+  DenseSet<const Node *> InGraph;
+  for (const auto &N : G.nodes())
+    InGraph.insert(N.get());
+  for (const auto &NP : G.nodes()) {
+    const Node &N = *NP;
+    if (G.lookup(N.getName()) != &N)
+      return N.error("is not registered under its name");
+    std::string Arity = N.getOp().checkArity(N.getNumInputs());
+    if (!Arity.empty())
+      return N.error(Arity);
+    for (const TensorRef &In : N.getInputs()) {
+      if (!In.N || !InGraph.count(In.N))
+        return N.error("reads a node that is not in the graph");
+      if (In.Index >= In.N->getNumOutputs())
+        return N.error("reads '" + In.str() + "', but '" + In.N->getName() +
+                       "' has " + Twine(In.N->getNumOutputs()) + " output" +
+                       (In.N->getNumOutputs() == 1 ? "" : "s"));
+    }
+    for (const Node *C : N.getControlInputs())
+      if (!InGraph.count(C))
+        return N.error("has a control input that is not in the graph");
+    if (N.getColocateWith() && !InGraph.count(N.getColocateWith()))
+      return N.error("is colocated with a node that is not in the graph");
+  }
+  for (unsigned C = 0; C < NumCollections; ++C)
+    for (const Node *N : G.collection(Collection(C)))
+      if (!InGraph.count(N))
+        return makeError("collection " + collectionName(Collection(C)) +
+                         " names a node that is not in the graph");
+  auto Order = topologicalOrder(G);
+  if (!Order)
+    return Order.takeError();
+  return Error::success();
+}

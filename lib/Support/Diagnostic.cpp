@@ -1,0 +1,137 @@
+//===- Diagnostic.cpp - Located errors and warnings -----------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/Support/Diagnostic.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/WithColor.h"
+
+#include <mutex>
+
+using namespace llvm;
+using namespace mdplan;
+
+char LocatedError::ID = 0;
+
+StringRef mdplan::internFileName(StringRef Name) {
+  static std::mutex Lock;
+  static StringSet<> Names;
+  std::lock_guard<std::mutex> Guard(Lock);
+  return Names.insert(Name).first->getKey();
+}
+
+void SourceLoc::print(raw_ostream &OS) const {
+  if (File.empty())
+    return;
+  OS << File;
+  if (Line) {
+    OS << ':' << Line;
+    if (Col)
+      OS << ':' << Col;
+  }
+}
+
+std::string SourceLoc::str() const {
+  std::string S;
+  raw_string_ostream OS(S);
+  print(OS);
+  return OS.str();
+}
+
+void LocatedError::log(raw_ostream &OS) const {
+  if (Loc.isValid()) {
+    Loc.print(OS);
+    OS << ": ";
+  }
+  OS << "error: " << Message;
+}
+
+std::error_code LocatedError::convertToErrorCode() const {
+  return inconvertibleErrorCode();
+}
+
+void DiagnosticHandler::warning(const SourceLoc &Loc,
+                                const Twine &Message) const {
+  if (CB)
+    CB(Severity::Warning, Loc, Message.str());
+}
+
+void DiagnosticHandler::note(const SourceLoc &Loc, const Twine &Message) const {
+  if (CB)
+    CB(Severity::Note, Loc, Message.str());
+}
+
+DiagnosticHandler DiagnosticHandler::stderrHandler() {
+  return DiagnosticHandler(
+      [](Severity S, const SourceLoc &Loc, StringRef Message) {
+        raw_ostream &OS = errs();
+        if (Loc.isValid()) {
+          Loc.print(OS);
+          OS << ": ";
+        }
+        OS << (S == Severity::Warning ? "warning: " : "note: ") << Message
+           << '\n';
+      });
+}
+
+std::string mdplan::errorMessage(Error E) {
+  std::string Msg;
+  handleAllErrors(
+      std::move(E),
+      [&](const LocatedError &LE) {
+        Msg += (Msg.empty() ? "" : "; ") + LE.getMessage().str();
+      },
+      [&](const ErrorInfoBase &EI) {
+        Msg += (Msg.empty() ? "" : "; ") + EI.message();
+      });
+  return Msg;
+}
+
+/// Finds the buffer of \p SM named \p File, or 0.
+static unsigned findBuffer(const SourceMgr &SM, StringRef File) {
+  for (unsigned I = 1, E = SM.getNumBuffers() + 1; I != E; ++I)
+    if (SM.getMemoryBuffer(I)->getBufferIdentifier() == File)
+      return I;
+  return 0;
+}
+
+void mdplan::printErrors(Error E, raw_ostream &OS, const SourceMgr *SM,
+                         StringRef ToolName) {
+  handleAllErrors(
+      std::move(E),
+      [&](const LocatedError &LE) {
+        const SourceLoc &Loc = LE.getLoc();
+        unsigned Buf = SM && Loc.Line ? findBuffer(*SM, Loc.File) : 0;
+        if (Buf) {
+          const MemoryBuffer *MB = SM->getMemoryBuffer(Buf);
+          // Walk to the line; SourceMgr then prints the caret line itself.
+          const char *P = MB->getBufferStart(), *End = MB->getBufferEnd();
+          for (unsigned L = 1; L < Loc.Line && P != End; ++P)
+            if (*P == '\n')
+              ++L;
+          const char *LineEnd = P;
+          while (LineEnd != End && *LineEnd != '\n')
+            ++LineEnd;
+          unsigned Col = Loc.Col ? Loc.Col - 1 : 0;
+          if (P + Col > LineEnd)
+            Col = LineEnd - P;
+          SM->PrintMessage(OS, SMLoc::getFromPointer(P + Col),
+                           SourceMgr::DK_Error, LE.getMessage(), {}, {},
+                           /*ShowColors=*/false);
+          return;
+        }
+        if (!Loc.isValid() && !ToolName.empty())
+          OS << ToolName << ": ";
+        LE.log(OS);
+        OS << '\n';
+      },
+      [&](const ErrorInfoBase &EI) {
+        if (!ToolName.empty())
+          OS << ToolName << ": ";
+        OS << "error: " << EI.message() << '\n';
+      });
+}

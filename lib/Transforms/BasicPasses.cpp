@@ -1,0 +1,78 @@
+//===- BasicPasses.cpp - verify, infer-shapes, place-devices --------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/Deploy/Placement.h"
+#include "mdplan/IR/OpRegistry.h"
+#include "mdplan/IR/Verifier.h"
+#include "mdplan/Transforms/Pass.h"
+
+using namespace llvm;
+using namespace mdplan;
+
+namespace {
+
+class VerifyPass : public Pass {
+public:
+  StringRef getName() const override { return "verify"; }
+  Error run(Graph &G, PassContext &Ctx) override {
+    for (const auto &N : G.nodes()) {
+      // Attributes were completed when the node was made; check them again
+      // on a copy so the pass changes nothing.
+      Node &M = *N;
+      AttrDict Saved = M.attrs();
+      Error E = verifyAndCompleteAttrs(M);
+      M.attrs() = std::move(Saved);
+      if (E)
+        return E;
+    }
+    return verifyGraph(G);
+  }
+};
+
+class InferShapesPass : public Pass {
+public:
+  StringRef getName() const override { return "infer-shapes"; }
+  Error run(Graph &G, PassContext &Ctx) override {
+    auto Order = topologicalOrder(G);
+    if (!Order)
+      return Order.takeError();
+    for (Node *N : *Order)
+      if (Error E = inferNodeShapes(*N))
+        return E;
+    return Error::success();
+  }
+};
+
+class PlaceDevicesPass : public Pass {
+public:
+  StringRef getName() const override { return "place-devices"; }
+  Error run(Graph &G, PassContext &Ctx) override {
+    for (const auto &E : Ctx.Explain)
+      if (!G.lookup(E.getKey()))
+        return makeError("--explain-placement: no node named '" +
+                         E.getKey() + "' after the passes that ran");
+    PlacementOptions Opts;
+    Opts.TheCluster = Ctx.Config.cluster();
+    Opts.SoftPlacement = Ctx.Config.SoftPlacement;
+    auto Filter = [&](const Node &N) {
+      return Ctx.Explain.count(N.getName()) != 0;
+    };
+    Opts.ShouldRecord = Filter;
+    return placeDevices(G, Opts, Ctx.Diags, &Ctx.Explanations);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mdplan::createVerifyPass() {
+  return std::make_unique<VerifyPass>();
+}
+std::unique_ptr<Pass> mdplan::createInferShapesPass() {
+  return std::make_unique<InferShapesPass>();
+}
+std::unique_ptr<Pass> mdplan::createPlaceDevicesPass() {
+  return std::make_unique<PlaceDevicesPass>();
+}

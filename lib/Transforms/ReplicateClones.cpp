@@ -1,0 +1,417 @@
+//===- ReplicateClones.cpp - One copy of the model per clone --------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// model_deploy's create_clones: the model part of the graph is copied once
+// per clone under clone_scope(i) with clone_device(i) as the outermost stack
+// entry. Nodes built once stay shared: inputs (on the inputs device, each
+// clone reading its own slice of the batch), variables (created with the
+// first clone, under the variables device; with the mirrored strategy one
+// copy per clone device named <var>/replica_i), and nodes in role scopes.
+// Each clone's losses, update ops and summaries go into the collections
+// under the clone's scope.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/IR/DeployState.h"
+#include "mdplan/IR/OpRegistry.h"
+#include "mdplan/IR/Verifier.h"
+#include "mdplan/Transforms/Pass.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+#include <map>
+#include <tuple>
+
+using namespace llvm;
+using namespace mdplan;
+
+namespace {
+
+class ReplicateClonesPass : public Pass {
+public:
+  StringRef getName() const override { return "replicate-clones"; }
+  Error run(Graph &G, PassContext &Ctx) override;
+};
+
+/// Builds the new stacks: deployment entries around (and inside) the user's
+/// scopes, with role entries replaced by the deployment's.
+class StackRebaser {
+public:
+  StackRebaser(Graph &G, const DeploymentConfig &C, DeployState &S)
+      : G(G), C(C), S(S) {}
+
+  const DeviceStack *rebase(const DeviceStack *Stack, const DeviceEntry *Outer,
+                            const DeviceEntry *Inner) {
+    auto Key = std::make_tuple(Stack, Outer, Inner);
+    auto It = Memo.find(Key);
+    if (It != Memo.end())
+      return It->second;
+    const DeviceStack *R = G.getRootStack();
+    if (Outer)
+      R = G.pushStack(R, Outer);
+    for (const DeviceEntry *E : Stack->entries())
+      R = G.pushStack(R, E->K == DeviceEntry::Kind::Role ? roleEntry(E) : E);
+    if (Inner)
+      R = G.pushStack(R, Inner);
+    return Memo[Key] = R;
+  }
+
+private:
+  /// The deployment's entry for a role scope of the graph file. Every
+  /// VARIABLES scope gets its own variables device (with ps tasks: its own
+  /// chooser, as each call of model_deploy's variables_device()).
+  const DeviceEntry *roleEntry(const DeviceEntry *E) {
+    auto &Slot = Roles[E];
+    if (Slot)
+      return Slot;
+    DeviceEntry *R;
+    switch (E->RoleKind) {
+    case NodeRole::Input:
+      R = createSpecEntry(G, C.inputsDevice(), "inputs_device");
+      break;
+    case NodeRole::Optimizer:
+      R = createSpecEntry(G, C.optimizerDevice(), "optimizer_device");
+      break;
+    default:
+      R = createVariablesEntry(G, C, "variables_device");
+      break;
+    }
+    R->Loc = E->Loc;
+    return Slot = R;
+  }
+
+  Graph &G;
+  const DeploymentConfig &C;
+  DeployState &S;
+  std::map<std::tuple<const DeviceStack *, const DeviceEntry *,
+                      const DeviceEntry *>,
+           const DeviceStack *>
+      Memo;
+  DenseMap<const DeviceEntry *, const DeviceEntry *> Roles;
+};
+
+} // namespace
+
+/// True when the node sits in a role scope of the graph file.
+static bool inRoleScope(const Node &N) {
+  for (const DeviceStack *S = N.getStack(); S && !S->isRoot(); S = S->Parent)
+    if (S->Entry->K == DeviceEntry::Kind::Role)
+      return true;
+  return false;
+}
+
+/// Built once and shared by the clones (not copied).
+static bool isShared(const Node &N) {
+  return inRoleScope(N) || N.getRole() == NodeRole::Input ||
+         N.getRole() == NodeRole::Variable;
+}
+
+Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
+  const DeploymentConfig &C = Ctx.Config;
+  DeployState &S = G.deployState();
+  if (S.Replicated)
+    return makeError("replicate-clones: the graph is already replicated");
+  if (Error E = C.validate())
+    return E;
+  auto Batch = C.perCloneBatch(G.getDefaultBatchSize());
+  if (!Batch)
+    return Batch.takeError();
+  const bool Mirrored = C.Strat == Strategy::Mirrored;
+  const int NumClones = C.NumClones;
+
+  // The role entries and the clones.
+  S.InputsEntry = createSpecEntry(G, C.inputsDevice(), "inputs_device");
+  S.OptimizerEntry =
+      createSpecEntry(G, C.optimizerDevice(), "optimizer_device");
+  const DeviceEntry *VarsEntry =
+      createVariablesEntry(G, C, "variables_device");
+  std::map<std::string, int> Groups;
+  std::vector<const DeviceEntry *> MirrorEntries;
+  for (int I = 0; I < NumClones; ++I) {
+    CloneInfo CI;
+    CI.Index = I;
+    auto Dev = C.cloneDevice(I);
+    auto Scope = C.cloneScope(I);
+    if (!Dev)
+      return Dev.takeError();
+    if (!Scope)
+      return Scope.takeError();
+    CI.Device = *Dev;
+    CI.Scope = Scope->empty() ? std::string() : *Scope + "/";
+    CI.Entry = createSpecEntry(G, CI.Device,
+                               "clone_device(" + std::to_string(I) + ")");
+    CI.Stack = G.pushStack(G.pushStack(G.getRootStack(), S.OptimizerEntry),
+                           CI.Entry);
+    auto Ins = Groups.try_emplace(CI.Device.toString(), int(Groups.size()));
+    CI.DeviceGroup = Ins.first->second;
+    if (Ins.second)
+      MirrorEntries.push_back(createSpecEntry(
+          G, CI.Device, "mirrored copy " + std::to_string(CI.DeviceGroup)));
+    S.Clones.push_back(std::move(CI));
+  }
+  S.NumDeviceGroups = Mirrored ? int(Groups.size()) : 1;
+
+  auto TopoOrErr = topologicalOrder(G);
+  if (!TopoOrErr)
+    return TopoOrErr.takeError();
+  std::vector<Node *> Orig;
+  for (const auto &N : G.nodes())
+    Orig.push_back(N.get());
+
+  // Shared nodes must not depend on the replicated model.
+  DenseSet<const Node *> Shared;
+  for (Node *N : Orig)
+    if (isShared(*N))
+      Shared.insert(N);
+  for (Node *N : Orig) {
+    if (!Shared.count(N))
+      continue;
+    for (const TensorRef &In : N->getInputs())
+      if (!Shared.count(In.N))
+        return N->error("is built once, outside the clones, but reads '" +
+                        In.N->getName() +
+                        "', which is part of the replicated model");
+    for (Node *Ctl : N->getControlInputs())
+      if (!Shared.count(Ctl))
+        return N->error("is built once, outside the clones, but depends on '" +
+                        Ctl->getName() +
+                        "', which is part of the replicated model");
+    if (N->getColocateWith() && !Shared.count(N->getColocateWith()))
+      return N->error("is built once, outside the clones, but is colocated "
+                      "with '" +
+                      N->getColocateWith()->getName() +
+                      "', which is part of the replicated model");
+  }
+
+  // Shared tensors that carry the batch: each clone reads its own slice.
+  DenseSet<const Node *> CarriesBatch;
+  for (Node *N : *TopoOrErr) {
+    if (!Shared.count(N))
+      continue;
+    bool Carries = N->getOp().is(OF_Input);
+    for (const TensorRef &In : N->getInputs())
+      Carries |= CarriesBatch.count(In.N) != 0;
+    if (Carries)
+      CarriesBatch.insert(N);
+  }
+
+  // Variables the clones read directly get mirrored copies.
+  DenseSet<const Node *> ReadByClones;
+  for (Node *N : Orig) {
+    if (Shared.count(N))
+      continue;
+    for (const TensorRef &In : N->getInputs())
+      if (In.N->getOp().isVariable())
+        ReadByClones.insert(In.N);
+  }
+
+  StackRebaser Rebaser(G, C, S);
+  const DeviceEntry *Clone0 = S.Clones[0].Entry;
+  std::vector<Node *> NewOrder;
+  NewOrder.reserve(Orig.size() * NumClones);
+
+  // 1. Shared nodes, with mirrored copies after their variable.
+  for (Node *N : Orig) {
+    if (!Shared.count(N))
+      continue;
+    bool RoleScope = inRoleScope(*N);
+    bool IsVar = N->getOp().isVariable();
+    bool MirrorIt = Mirrored && IsVar && ReadByClones.count(N);
+    if (RoleScope)
+      N->setStack(Rebaser.rebase(N->getStack(), nullptr, nullptr));
+    else if (N->getOp().is(OF_Input))
+      N->setStack(Rebaser.rebase(N->getStack(), S.InputsEntry, nullptr));
+    else
+      N->setStack(Rebaser.rebase(N->getStack(), Clone0,
+                                 MirrorIt ? MirrorEntries[0] : VarsEntry));
+    if (N->getOp().is(OF_Input))
+      N->attrs().set("batch_size", *Batch * NumClones);
+    NewOrder.push_back(N);
+    if (!MirrorIt)
+      continue;
+    auto &Copies = S.Mirrors[N];
+    Copies.push_back(N);
+    for (int Gp = 1; Gp < S.NumDeviceGroups; ++Gp) {
+      std::string Name = (N->getName() + "/replica_" + Twine(Gp)).str();
+      if (G.lookup(Name))
+        return N->error("cannot create its mirrored copy '" + Name +
+                        "': a node of that name exists");
+      Node *Copy = G.createNode(Name, N->getOp());
+      Copy->attrs() = N->attrs();
+      Copy->attrs().set("mirror_of", N->getName());
+      Copy->setRequestedDevice(N->getRequestedDevice());
+      Copy->setLoc(N->getLoc());
+      Copy->setRole(NodeRole::Variable);
+      Copy->setNumOutputs(N->getNumOutputs());
+      // The copy lives on the first clone of its device group.
+      const CloneInfo *First = nullptr;
+      for (const CloneInfo &CI : S.Clones)
+        if (CI.DeviceGroup == Gp) {
+          First = &CI;
+          break;
+        }
+      // The variable's stack is [clone 0, user scopes..., mirror 0]; the
+      // copy's swaps both ends for its device group's.
+      SmallVector<const DeviceEntry *, 8> Entries = N->getStack()->entries();
+      const DeviceStack *St = G.pushStack(G.getRootStack(), First->Entry);
+      for (unsigned I = 1; I + 1 < Entries.size(); ++I)
+        St = G.pushStack(St, Entries[I]);
+      St = G.pushStack(St, MirrorEntries[Gp]);
+      Copy->setStack(St);
+      Copies.push_back(Copy);
+      S.MirrorOf[Copy] = N;
+      NewOrder.push_back(Copy);
+    }
+  }
+
+  // 2. The clones.
+  std::vector<std::string> OrigNames;
+  std::vector<Node *> Model;
+  for (Node *N : Orig)
+    if (!Shared.count(N)) {
+      Model.push_back(N);
+      OrigNames.push_back(N->getName().str());
+    }
+  // Check the clone names are free before renaming anything.
+  for (const CloneInfo &CI : S.Clones) {
+    if (CI.Scope.empty())
+      break;
+    for (unsigned I = 0; I < Model.size(); ++I) {
+      std::string Name = CI.Scope + OrigNames[I];
+      if (Node *Old = G.lookup(Name))
+        if (Old != Model[I])
+          return Model[I]->error("cannot be replicated as '" + Name +
+                                 "': a node of that name exists");
+    }
+  }
+
+  // Clone 0 is rewritten in place: remember what the others copy.
+  struct Snapshot {
+    const DeviceStack *Stack;
+    SmallVector<TensorRef, 2> Inputs;
+    SmallVector<Node *, 2> Control;
+    Node *Colocate;
+  };
+  std::vector<Snapshot> Snap;
+  Snap.reserve(Model.size());
+  for (Node *M : Model)
+    Snap.push_back({M->getStack(),
+                    {M->getInputs().begin(), M->getInputs().end()},
+                    {M->getControlInputs().begin(),
+                     M->getControlInputs().end()},
+                    M->getColocateWith()});
+
+  std::vector<DenseMap<Node *, Node *>> CloneMaps(NumClones);
+  for (const CloneInfo &CI : S.Clones) {
+    DenseMap<Node *, Node *> &Map = CloneMaps[CI.Index];
+    std::vector<Node *> Copies;
+    for (unsigned I = 0; I < Model.size(); ++I) {
+      Node *M = Model[I];
+      Node *Copy;
+      if (CI.Index == 0) {
+        Copy = M;
+        if (!CI.Scope.empty())
+          G.rename(M, CI.Scope + OrigNames[I]);
+      } else {
+        Copy = G.createNode(CI.Scope + OrigNames[I], M->getOp());
+        Copy->attrs() = M->attrs();
+        Copy->setRequestedDevice(M->getRequestedDevice());
+        Copy->setLoc(M->getLoc());
+        Copy->setRole(M->getRole());
+        Copy->setNumOutputs(M->getNumOutputs());
+      }
+      Copy->setInputs(Snap[I].Inputs);
+      Copy->setControlInputs(Snap[I].Control);
+      Copy->setColocateWith(Snap[I].Colocate);
+      Copy->setClone(CI.Index);
+      Copy->setStack(Rebaser.rebase(Snap[I].Stack, CI.Entry, nullptr));
+      Map[M] = Copy;
+      Copies.push_back(Copy);
+    }
+
+    // Rewire the clone's edges: clone nodes, batch slices, mirrored copies.
+    DenseMap<std::pair<Node *, unsigned>, Node *> Slices;
+    std::vector<Node *> SliceNodes;
+    auto MapTensor = [&](TensorRef T) -> TensorRef {
+      if (Node *R = Map.lookup(T.N))
+        return TensorRef(R, T.Index);
+      if (NumClones > 1 && CarriesBatch.count(T.N)) {
+        Node *&Slice = Slices[{T.N, T.Index}];
+        if (!Slice) {
+          std::string Name = CI.Scope + T.N->getName().str();
+          if (T.Index)
+            Name += "_" + std::to_string(T.Index);
+          Slice = G.createNodeUnique(Name, opDef(OpKind::BatchSlice));
+          Slice->setInputs({T});
+          Slice->attrs().set("index", int64_t(CI.Index));
+          Slice->attrs().set("count", int64_t(NumClones));
+          Slice->setStack(T.N->getStack());
+          Slice->setLoc(T.N->getLoc());
+          Slice->setRole(NodeRole::Input);
+          Slice->setClone(CI.Index);
+          Slice->setNumOutputs(1);
+          SliceNodes.push_back(Slice);
+        }
+        return TensorRef(Slice, 0);
+      }
+      if (T.N->getOp().isVariable())
+        return TensorRef(S.copyFor(T.N, CI), T.Index);
+      return T;
+    };
+    auto MapNode = [&](Node *N) -> Node * {
+      if (Node *R = Map.lookup(N))
+        return R;
+      if (N->getOp().isVariable())
+        return S.copyFor(N, CI);
+      return N;
+    };
+    for (Node *Copy : Copies) {
+      for (unsigned I = 0, E = Copy->getNumInputs(); I != E; ++I)
+        Copy->setInput(I, MapTensor(Copy->getInput(I)));
+      SmallVector<Node *, 4> Ctl;
+      for (Node *N : Copy->getControlInputs())
+        Ctl.push_back(MapNode(N));
+      Copy->setControlInputs(Ctl);
+      if (Copy->getColocateWith())
+        Copy->setColocateWith(MapNode(Copy->getColocateWith()));
+    }
+    NewOrder.insert(NewOrder.end(), SliceNodes.begin(), SliceNodes.end());
+    NewOrder.insert(NewOrder.end(), Copies.begin(), Copies.end());
+  }
+
+  // Collections: each clone's losses, update ops and summaries.
+  for (Collection Coll :
+       {Collection::Losses, Collection::UpdateOps, Collection::Summaries}) {
+    SetVector<Node *> Old = G.collection(Coll);
+    SetVector<Node *> &New = G.collection(Coll);
+    New.clear();
+    for (Node *N : Old) {
+      if (Shared.count(N)) {
+        New.insert(N);
+        continue;
+      }
+      for (auto &Map : CloneMaps)
+        New.insert(Map.lookup(N));
+    }
+  }
+
+  G.setBatchSize(*Batch);
+  G.setOrder(NewOrder);
+  S.Replicated = true;
+
+  // Shapes now that the batch is known.
+  auto Topo = topologicalOrder(G);
+  if (!Topo)
+    return Topo.takeError();
+  for (Node *N : *Topo)
+    if (Error E = inferNodeShapes(*N))
+      return E;
+  return Error::success();
+}
+
+std::unique_ptr<Pass> mdplan::createReplicateClonesPass() {
+  return std::make_unique<ReplicateClonesPass>();
+}

@@ -1,0 +1,301 @@
+//===- mdplan.cpp - The mdplan compiler driver ----------------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// mdplan MODEL [deployment flags] [--emit=...] [-o FILE]
+//
+// Reads one replica of a model, applies the deployment and runs the pass
+// pipeline, then prints what --emit asks for. The work is done by the
+// libraries; this file only parses options.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/Deploy/DeploymentConfig.h"
+#include "mdplan/Frontend/ModelReader.h"
+#include "mdplan/Frontend/ModelWriter.h"
+#include "mdplan/IR/DeployState.h"
+#include "mdplan/Transforms/Pass.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace llvm;
+using namespace mdplan;
+
+static cl::OptionCategory MainCat("mdplan options");
+static cl::OptionCategory DeployCat("Deployment options (override --config)");
+
+static cl::opt<std::string> InputFile(cl::Positional, cl::desc("<model>"),
+                                      cl::cat(MainCat));
+static cl::opt<std::string> OutputFile("o", cl::desc("Output file"),
+                                       cl::value_desc("file"), cl::init("-"),
+                                       cl::cat(MainCat));
+
+enum class EmitKind { Placement, Graph, Deployment, None };
+static cl::opt<EmitKind> Emit(
+    "emit", cl::desc("What to print"), cl::init(EmitKind::Placement),
+    cl::values(clEnumValN(EmitKind::Placement, "placement",
+                          "one line per node: <name> <device>"),
+               clEnumValN(EmitKind::Graph, "graph",
+                          "the transformed graph in the graph format"),
+               clEnumValN(EmitKind::Deployment, "deployment",
+                          "the deployment's role devices and cluster"),
+               clEnumValN(EmitKind::None, "none", "nothing")),
+    cl::cat(MainCat));
+static cl::opt<std::string>
+    Passes("passes", cl::desc("Pass pipeline, e.g. 'verify,place-devices'"),
+           cl::value_desc("pipeline"), cl::cat(MainCat));
+static cl::opt<bool> PrintAfterAll("print-after-all",
+                                   cl::desc("Print the graph after each pass "
+                                            "(to stderr)"),
+                                   cl::cat(MainCat));
+static cl::opt<bool> TimePasses("time-passes",
+                                cl::desc("Time each pass (report on stderr)"),
+                                cl::cat(MainCat));
+static cl::list<std::string>
+    ExplainPlacement("explain-placement",
+                     cl::desc("Show which stack entry decided the device of "
+                              "these nodes"),
+                     cl::value_desc("node"), cl::CommaSeparated,
+                     cl::cat(MainCat));
+static cl::opt<bool> ListPasses("list-passes",
+                                cl::desc("List the registered passes"),
+                                cl::cat(MainCat));
+static cl::opt<InputFormat> Format(
+    "input-format", cl::desc("Format of the model file"),
+    cl::init(InputFormat::Auto),
+    cl::values(clEnumValN(InputFormat::Auto, "auto",
+                          "binary for .pb/.binpb/.mdgb, else text"),
+               clEnumValN(InputFormat::Text, "text", "protobuf text"),
+               clEnumValN(InputFormat::Binary, "binary", "protobuf binary")),
+    cl::cat(MainCat));
+
+// Deployment.
+static cl::opt<std::string> ConfigFile("config",
+                                       cl::desc("Deployment config file"),
+                                       cl::value_desc("file"),
+                                       cl::cat(DeployCat));
+static cl::opt<int> NumClones("num-clones", cl::desc("Clones per replica"),
+                              cl::cat(DeployCat));
+static cl::opt<bool> CloneOnCPU("clone-on-cpu",
+                                cl::desc("Place the clones on the CPU"),
+                                cl::cat(DeployCat));
+static cl::opt<int> ReplicaId("replica-id",
+                              cl::desc("Index of the replica to compile"),
+                              cl::cat(DeployCat));
+static cl::opt<int> NumReplicas("num-replicas", cl::desc("Number of replicas"),
+                                cl::cat(DeployCat));
+static cl::opt<int> NumPsTasks("num-ps-tasks",
+                               cl::desc("Parameter-server tasks (0: none)"),
+                               cl::cat(DeployCat));
+static cl::opt<std::string> WorkerJobName("worker-job-name",
+                                          cl::desc("Name of the worker job"),
+                                          cl::cat(DeployCat));
+static cl::opt<std::string> PsJobName("ps-job-name",
+                                      cl::desc("Name of the ps job"),
+                                      cl::cat(DeployCat));
+static cl::opt<Strategy> StrategyOpt(
+    "strategy", cl::desc("How gradients are combined"),
+    cl::values(clEnumValN(Strategy::ParameterServer, "ps",
+                          "model_deploy: shared variables, add_n"),
+               clEnumValN(Strategy::Mirrored, "mirrored",
+                          "MirroredStrategy: mirrored variables, all-reduce")),
+    cl::cat(DeployCat));
+static cl::opt<int64_t> BatchPerClone("batch-per-clone",
+                                      cl::desc("Batch size of each clone"),
+                                      cl::cat(DeployCat));
+static cl::opt<int64_t> GlobalBatch("global-batch",
+                                    cl::desc("Batch size over all clones"),
+                                    cl::cat(DeployCat));
+static cl::opt<int> GpusPerWorker("gpus-per-worker",
+                                  cl::desc("GPUs on each worker (default: one "
+                                           "per clone, none with "
+                                           "--clone-on-cpu)"),
+                                  cl::cat(DeployCat));
+static cl::opt<bool> SoftPlacement("soft-placement",
+                                   cl::desc("Move nodes whose device does not "
+                                            "exist to the host CPU"),
+                                   cl::cat(DeployCat));
+static cl::opt<int> CloneIndex("clone-index",
+                               cl::desc("With --emit=deployment: report this "
+                                        "clone only"),
+                               cl::init(-1), cl::cat(DeployCat));
+
+template <typename OptT, typename FieldT>
+static void setIfGiven(DeploymentConfig &C, StringRef Name, OptT &Opt,
+                       FieldT &Field) {
+  if (Opt.getNumOccurrences()) {
+    Field = Opt;
+    C.Origins[Name] = SourceLoc{internFileName("<command line>"), 0, 0};
+  }
+}
+
+/// The deployment from --config and the flags (flags win).
+static Error buildConfig(DeploymentConfig &C, SourceMgr &SM) {
+  C.DefaultOrigin = SourceLoc{internFileName("<command line>"), 0, 0};
+  if (!ConfigFile.empty())
+    if (Error E = readDeploymentFile(ConfigFile, C, &SM))
+      return E;
+  setIfGiven(C, "num_clones", NumClones, C.NumClones);
+  setIfGiven(C, "clone_on_cpu", CloneOnCPU, C.CloneOnCPU);
+  setIfGiven(C, "replica_id", ReplicaId, C.ReplicaId);
+  setIfGiven(C, "num_replicas", NumReplicas, C.NumReplicas);
+  setIfGiven(C, "num_ps_tasks", NumPsTasks, C.NumPsTasks);
+  setIfGiven(C, "worker_job_name", WorkerJobName, C.WorkerJobName);
+  setIfGiven(C, "ps_job_name", PsJobName, C.PsJobName);
+  setIfGiven(C, "strategy", StrategyOpt, C.Strat);
+  setIfGiven(C, "batch_per_clone", BatchPerClone, C.BatchPerClone);
+  setIfGiven(C, "global_batch", GlobalBatch, C.GlobalBatch);
+  setIfGiven(C, "gpus_per_worker", GpusPerWorker, C.GpusPerWorker);
+  setIfGiven(C, "soft_placement", SoftPlacement, C.SoftPlacement);
+  if (BatchPerClone.getNumOccurrences() && BatchPerClone <= 0)
+    return makeError(C.originOf("batch_per_clone"),
+                     "--batch-per-clone must be positive");
+  if (GlobalBatch.getNumOccurrences() && GlobalBatch <= 0)
+    return makeError(C.originOf("global_batch"),
+                     "--global-batch must be positive");
+  if (BatchPerClone.getNumOccurrences() && !GlobalBatch.getNumOccurrences())
+    C.GlobalBatch = 0;
+  if (GlobalBatch.getNumOccurrences() && !BatchPerClone.getNumOccurrences())
+    C.BatchPerClone = 0;
+  if (CloneIndex.getNumOccurrences())
+    C.Origins["clone_index"] = C.DefaultOrigin;
+  return C.validate();
+}
+
+static void printDeployment(const DeploymentConfig &C, raw_ostream &OS) {
+  auto Show = [](const std::string &S) { return S.empty() ? "\"\"" : S; };
+  OS << "strategy " << strategyName(C.Strat) << '\n';
+  OS << "num_clones " << C.NumClones << '\n';
+  for (int I = 0; I < C.NumClones; ++I) {
+    if (CloneIndex >= 0 && I != CloneIndex)
+      continue;
+    OS << "clone_device(" << I << ") " << C.cloneDevice(I)->toString() << '\n';
+    OS << "clone_scope(" << I << ") " << Show(*C.cloneScope(I)) << '\n';
+  }
+  OS << "optimizer_device " << C.optimizerDevice() << '\n';
+  OS << "inputs_device " << C.inputsDevice() << '\n';
+  if (C.NumPsTasks)
+    OS << "variables_device ps-round-robin(" << C.variablesDeviceSpec()
+       << ", tasks=" << C.NumPsTasks << ")\n";
+  else
+    OS << "variables_device " << C.variablesDeviceSpec() << '\n';
+  OS << "caching_device "
+     << (C.hasCachingDevice() ? "the reading op's device" : "none") << '\n';
+  Cluster Cl = C.cluster();
+  OS << "cluster " << Cl.WorkerJob << " x" << Cl.NumWorkers << " (CPU:0";
+  if (Cl.GpusPerWorker)
+    OS << ", GPU:0-" << Cl.GpusPerWorker - 1;
+  OS << ")";
+  if (Cl.NumPs)
+    OS << ", " << Cl.PsJob << " x" << Cl.NumPs << " (CPU:0)";
+  OS << '\n';
+}
+
+static Error runTool(SourceMgr &SM) {
+  if (ListPasses) {
+    for (const PassInfo &P : registeredPasses()) {
+      outs() << P.Name << ": " << P.Summary << '\n';
+      for (const auto &[Opt, Doc] : P.Options)
+        outs() << "    " << Opt << ": " << Doc << '\n';
+    }
+    return Error::success();
+  }
+  DeploymentConfig Config;
+  if (Error E = buildConfig(Config, SM))
+    return E;
+  if (CloneIndex.getNumOccurrences()) {
+    if (auto D = Config.cloneDevice(CloneIndex); !D)
+      return D.takeError();
+  }
+  if (Emit == EmitKind::Deployment) {
+    std::error_code EC;
+    ToolOutputFile Out(OutputFile, EC, sys::fs::OF_Text);
+    if (EC)
+      return makeError("cannot open '" + OutputFile + "': " + EC.message());
+    printDeployment(Config, Out.os());
+    Out.keep();
+    return Error::success();
+  }
+  if (InputFile.empty())
+    return makeError("no model file given (mdplan MODEL [options])");
+
+  ReadOptions RO;
+  RO.Format = Format;
+  RO.SM = &SM;
+  RO.Diags = DiagnosticHandler::stderrHandler();
+  auto G = readModelFile(InputFile, RO);
+  if (!G)
+    return G.takeError();
+
+  PassManagerOptions PMO;
+  if (PrintAfterAll)
+    PMO.PrintAfterAll = &errs();
+  if (TimePasses)
+    PMO.TimePasses = &errs();
+  PassManager PM(PMO);
+  std::string Pipeline =
+      Passes.getNumOccurrences() ? std::string(Passes) : defaultPipeline();
+  if (Error E = PM.parsePipeline(Pipeline))
+    return E;
+
+  PassContext Ctx(Config);
+  Ctx.Diags = DiagnosticHandler::stderrHandler();
+  for (const std::string &N : ExplainPlacement)
+    Ctx.Explain.insert(N);
+  if (Error E = PM.run(**G, Ctx))
+    return E;
+
+  std::error_code EC;
+  ToolOutputFile Out(OutputFile, EC, sys::fs::OF_Text);
+  if (EC)
+    return makeError("cannot open '" + OutputFile + "': " + EC.message());
+  raw_ostream &OS = Out.os();
+  for (const auto &[N, R] : Ctx.Explanations)
+    printPlacementRecord(OS, *N, R);
+  if (!ExplainPlacement.empty() && Ctx.Explanations.empty())
+    return makeError("--explain-placement needs the place-devices pass");
+
+  EmitKind What = Emit;
+  if (!Emit.getNumOccurrences() && !ExplainPlacement.empty())
+    What = EmitKind::None;
+  switch (What) {
+  case EmitKind::Placement:
+    for (const auto &N : (*G)->nodes()) {
+      if (!N->isPlaced())
+        return makeError("--emit=placement needs the place-devices pass");
+      OS << N->getName() << ' ' << (*G)->deviceOf(*N).toString() << '\n';
+    }
+    break;
+  case EmitKind::Graph:
+    writeModel(**G, OS);
+    break;
+  case EmitKind::Deployment:
+  case EmitKind::None:
+    break;
+  }
+  Out.keep();
+  return Error::success();
+}
+
+int main(int argc, char **argv) {
+  InitLLVM X(argc, argv);
+  cl::HideUnrelatedOptions({&MainCat, &DeployCat});
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "mdplan: compile one replica of a model and a deployment into a "
+      "placed training step\n");
+  SourceMgr SM;
+  if (Error E = runTool(SM)) {
+    printErrors(std::move(E), errs(), &SM, "mdplan");
+    return 1;
+  }
+  return 0;
+}
