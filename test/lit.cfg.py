@@ -1,0 +1,46 @@
+# -*- Python -*- lit configuration for the mdplan test suite.
+import os
+import shutil
+import subprocess
+
+import lit.formats
+
+config.name = "mdplan"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".test", ".mdg"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py",
+                   "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mdplan_obj_root, "test")
+
+# Tools: the project's first, then LLVM's FileCheck, not, split-file.
+path = os.pathsep.join([config.mdplan_tools_dir, config.llvm_tools_dir,
+                        config.environment.get("PATH", os.environ["PATH"])])
+config.environment["PATH"] = path
+
+config.substitutions.append(("%examples",
+                             os.path.join(config.mdplan_src_root, "examples")))
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%S_inputs",
+                             os.path.join(config.test_source_root, "Inputs")))
+
+# Optional features for REQUIRES: lines.
+if config.have_cuda:
+    config.available_features.add("cuda-build")
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                             timeout=20)
+        if out.returncode == 0 and b"GPU" in out.stdout:
+            config.available_features.add("cuda")
+    except (OSError, subprocess.SubprocessError):
+        pass
+if config.have_mpi and shutil.which("mpirun"):
+    config.available_features.add("mpi")
+if os.path.isdir("/usr/share/datasets/fashion-mnist"):
+    config.available_features.add("fashion-mnist")
+try:
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch"],
+                      capture_output=True, timeout=60).returncode == 0:
+        config.available_features.add("torch")
+except (OSError, subprocess.SubprocessError):
+    pass
