@@ -2,8 +2,11 @@
 
 # Warning flags, applied per target (never through CMAKE_CXX_FLAGS).
 function(mdplan_set_warnings target)
+  # -Wno-redundant-move: GCC flags the std::move that converting an Error
+  # into an Expected needs on other compilers.
   target_compile_options(${target} PRIVATE
-    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-redundant-move>)
 endfunction()
 
 # mdplan_add_library(name SOURCES... [LINK libs...])

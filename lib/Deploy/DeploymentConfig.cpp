@@ -239,6 +239,34 @@ DeviceSpec DeploymentConfig::variablesDeviceSpec() const {
   return mustParse(psDevice() + "/device:CPU:0");
 }
 
+OptimizerSettings DeploymentConfig::resolveOptimizer(
+    const std::optional<OptimizerSettings> &FromGraph) const {
+  OptimizerSettings O = FromGraph.value_or(OptimizerSettings());
+  if (!Optimizer)
+    return O;
+  const OptimizerSettings &D = *Optimizer;
+  auto Set = [&](StringRef F) { return OptimizerFieldsSet.lookup(F); };
+  if (Set("kind"))
+    O.K = D.K;
+  if (Set("learning_rate"))
+    O.LearningRate = D.LearningRate;
+  if (Set("momentum"))
+    O.Momentum = D.Momentum;
+  if (Set("nesterov"))
+    O.Nesterov = D.Nesterov;
+  if (Set("beta1"))
+    O.Beta1 = D.Beta1;
+  if (Set("beta2"))
+    O.Beta2 = D.Beta2;
+  if (Set("epsilon"))
+    O.Epsilon = D.Epsilon;
+  if (Set("decay_steps"))
+    O.DecaySteps = D.DecaySteps;
+  if (Set("decay_rate"))
+    O.DecayRate = D.DecayRate;
+  return O;
+}
+
 Cluster DeploymentConfig::cluster() const {
   Cluster C;
   C.WorkerJob = WorkerJobName.empty() ? "worker" : WorkerJobName;

@@ -125,6 +125,58 @@ Error Node::error(const Twine &Message) const {
 Graph::Graph() = default;
 Graph::~Graph() = default;
 
+std::unique_ptr<Graph> Graph::clone() const {
+  auto C = std::make_unique<Graph>();
+  DenseMap<const DeviceFunction *, DeviceFunction *> Fns;
+  for (const auto &F : Functions)
+    Fns[F.get()] = C->addFunction(F->clone());
+  for (const auto &E : Instances)
+    C->Instances[E.getKey()] = Fns.lookup(E.getValue());
+  DenseMap<const DeviceEntry *, const DeviceEntry *> Ents;
+  for (const DeviceEntry &E : Entries) {
+    DeviceEntry Copy = E;
+    if (Copy.Fn)
+      Copy.Fn = Fns.lookup(E.Fn);
+    Ents[&E] = C->createEntry(std::move(Copy));
+  }
+  DenseMap<const DeviceStack *, const DeviceStack *> Stks;
+  Stks[&Root] = &C->Root;
+  // Stacks were interned parent first.
+  for (const DeviceStack &S : Stacks)
+    Stks[&S] = C->pushStack(Stks.lookup(S.Parent), Ents.lookup(S.Entry));
+  DenseMap<const Node *, Node *> Map;
+  for (const auto &N : NodeList) {
+    Node *M = C->createNode(N->getName(), N->getOp());
+    M->Attrs = N->Attrs;
+    M->Requested = N->Requested;
+    M->Stack = N->Stack ? Stks.lookup(N->Stack) : nullptr;
+    M->Outputs = N->Outputs;
+    M->Loc = N->Loc;
+    M->Role = N->Role;
+    M->Clone = N->Clone;
+    Map[N.get()] = M;
+  }
+  for (const auto &N : NodeList) {
+    Node *M = Map.lookup(N.get());
+    for (const TensorRef &In : N->Inputs)
+      M->Inputs.push_back(TensorRef(Map.lookup(In.N), In.Index));
+    for (Node *Ctl : N->ControlInputs)
+      M->ControlInputs.push_back(Map.lookup(Ctl));
+    M->ColocateWith = N->ColocateWith ? Map.lookup(N->ColocateWith) : nullptr;
+  }
+  for (unsigned I = 0; I < NumCollections; ++I)
+    for (Node *N : Collections[I])
+      C->Collections[I].insert(Map.lookup(N));
+  for (const auto &[Name, T] : Outputs)
+    C->Outputs[Name] = TensorRef(Map.lookup(T.N), T.Index);
+  C->Name = Name;
+  C->FileName = FileName;
+  C->BatchSize = BatchSize;
+  C->DefaultBatch = DefaultBatch;
+  C->Optimizer = Optimizer;
+  return C;
+}
+
 DeployState &Graph::deployState() {
   if (!State)
     State = std::make_unique<DeployState>();

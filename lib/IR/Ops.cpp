@@ -500,6 +500,27 @@ static Error shapeBatchNorm(InferContext &C) {
   return Error::success();
 }
 
+static Error shapeBatchNormInference(InferContext &C) {
+  bool Scale = C.attrs().getBool("scale");
+  unsigned Want = Scale ? 5 : 4;
+  if (C.numInputs() != Want)
+    return C.error("BatchNormInference with scale=" +
+                   Twine(Scale ? "true" : "false") + " takes " + Twine(Want) +
+                   " inputs (x, beta" + (Scale ? ", gamma" : "") +
+                   ", mean, variance), got " + Twine(C.numInputs()));
+  if (Error E = expectFloat(C, 0))
+    return E;
+  const Shape &X = C.input(0).Dims;
+  if (X.rank() < 2)
+    return C.error("BatchNormInference input must have rank >= 2, got " +
+                   X.str());
+  for (unsigned I = 1; I < C.numInputs(); ++I)
+    if (Error E = checkChannelVector(C, I, X[X.rank() - 1]))
+      return E;
+  C.setOutput(0, C.input(0).Elt, X);
+  return Error::success();
+}
+
 static Error shapeDropout(InferContext &C) {
   if (Error E = expectFloat(C, 0))
     return E;
@@ -700,18 +721,19 @@ static Error gradMatMul(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
     return B.out(OpKind::MatMul, {X, Y},
                  attrs({{"transpose_a", TX}, {"transpose_b", TY}}));
   };
+  bool NA = B.needs(0), NB = B.needs(1);
   if (!TA && !TB) {
-    DX[0] = MM(G, W, false, true);
-    DX[1] = MM(A, G, true, false);
+    DX[0] = NA ? MM(G, W, false, true) : TensorRef();
+    DX[1] = NB ? MM(A, G, true, false) : TensorRef();
   } else if (!TA && TB) {
-    DX[0] = MM(G, W, false, false);
-    DX[1] = MM(G, A, true, false);
+    DX[0] = NA ? MM(G, W, false, false) : TensorRef();
+    DX[1] = NB ? MM(G, A, true, false) : TensorRef();
   } else if (TA && !TB) {
-    DX[0] = MM(W, G, false, true);
-    DX[1] = MM(A, G, false, false);
+    DX[0] = NA ? MM(W, G, false, true) : TensorRef();
+    DX[1] = NB ? MM(A, G, false, false) : TensorRef();
   } else {
-    DX[0] = MM(W, G, true, true);
-    DX[1] = MM(G, A, true, true);
+    DX[0] = NA ? MM(W, G, true, true) : TensorRef();
+    DX[1] = NB ? MM(G, A, true, true) : TensorRef();
   }
   return Error::success();
 }
@@ -719,36 +741,46 @@ static Error gradMatMul(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
 static Error gradBiasAdd(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                          MutableArrayRef<TensorRef> DX) {
   DX[0] = DY[0];
-  DX[1] = B.out(OpKind::BiasAddGrad, {DY[0]});
+  if (B.needs(1))
+    DX[1] = B.out(OpKind::BiasAddGrad, {DY[0]});
   return Error::success();
 }
 
 static Error gradAdd(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                      MutableArrayRef<TensorRef> DX) {
-  DX[0] = B.sumToShape(DY[0], shapeOf(F.getInput(0)));
-  DX[1] = B.sumToShape(DY[0], shapeOf(F.getInput(1)));
+  if (B.needs(0))
+    DX[0] = B.sumToShape(DY[0], shapeOf(F.getInput(0)));
+  if (B.needs(1))
+    DX[1] = B.sumToShape(DY[0], shapeOf(F.getInput(1)));
   return Error::success();
 }
 
 static Error gradSub(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                      MutableArrayRef<TensorRef> DX) {
-  DX[0] = B.sumToShape(DY[0], shapeOf(F.getInput(0)));
-  DX[1] = B.sumToShape(B.out(OpKind::Neg, {DY[0]}), shapeOf(F.getInput(1)));
+  if (B.needs(0))
+    DX[0] = B.sumToShape(DY[0], shapeOf(F.getInput(0)));
+  if (B.needs(1))
+    DX[1] = B.sumToShape(B.out(OpKind::Neg, {DY[0]}), shapeOf(F.getInput(1)));
   return Error::success();
 }
 
 static Error gradMul(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                      MutableArrayRef<TensorRef> DX) {
   TensorRef X = F.getInput(0), Y = F.getInput(1);
-  DX[0] = B.sumToShape(B.out(OpKind::Mul, {DY[0], Y}), shapeOf(X));
-  DX[1] = B.sumToShape(B.out(OpKind::Mul, {DY[0], X}), shapeOf(Y));
+  if (B.needs(0))
+    DX[0] = B.sumToShape(B.out(OpKind::Mul, {DY[0], Y}), shapeOf(X));
+  if (B.needs(1))
+    DX[1] = B.sumToShape(B.out(OpKind::Mul, {DY[0], X}), shapeOf(Y));
   return Error::success();
 }
 
 static Error gradDiv(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                      MutableArrayRef<TensorRef> DX) {
   TensorRef X = F.getInput(0), Y = F.getInput(1), Out(&F, 0);
-  DX[0] = B.sumToShape(B.out(OpKind::Div, {DY[0], Y}), shapeOf(X));
+  if (B.needs(0))
+    DX[0] = B.sumToShape(B.out(OpKind::Div, {DY[0], Y}), shapeOf(X));
+  if (!B.needs(1))
+    return Error::success();
   // d(x/y)/dy = -(x/y)/y.
   TensorRef T = B.out(OpKind::Mul, {DY[0], B.out(OpKind::Div, {Out, Y})});
   DX[1] = B.sumToShape(B.out(OpKind::Neg, {T}), shapeOf(Y));
@@ -838,10 +870,12 @@ static Error gradConv2D(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                   {"strides", F.attrs().getInts("strides")},
                   {"padding", F.attrs().getString("padding")}});
   };
-  DX[0] = B.out(OpKind::Conv2DBackpropInput, {W, DY[0]},
-                Common("input_shape", shapeOf(X)));
-  DX[1] = B.out(OpKind::Conv2DBackpropFilter, {X, DY[0]},
-                Common("filter_shape", shapeOf(W)));
+  if (B.needs(0))
+    DX[0] = B.out(OpKind::Conv2DBackpropInput, {W, DY[0]},
+                  Common("input_shape", shapeOf(X)));
+  if (B.needs(1))
+    DX[1] = B.out(OpKind::Conv2DBackpropFilter, {X, DY[0]},
+                  Common("filter_shape", shapeOf(W)));
   return Error::success();
 }
 
@@ -1108,6 +1142,13 @@ void registerAllOps(std::vector<OpDef> &Ops) {
       .attr("scale", K::Bool, Attr(false))
       .shape(shapeBatchNorm)
       .grad(gradBatchNorm);
+  Def(Ops, OpKind::BatchNormInference)
+      .inputs({"x", "beta", "gamma", "mean", "variance"})
+      .variadic(4)
+      .attr("epsilon", K::Float, Attr(0.001))
+      .attr("scale", K::Bool, Attr(false))
+      .flags(OF_NoGradient)
+      .shape(shapeBatchNormInference);
   Def(Ops, OpKind::Dropout)
       .inputs({"x"})
       .outputs(2)

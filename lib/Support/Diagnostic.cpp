@@ -78,6 +78,21 @@ DiagnosticHandler DiagnosticHandler::stderrHandler() {
       });
 }
 
+Error mdplan::appendToMessage(Error E, const Twine &Suffix) {
+  std::string Text = Suffix.str();
+  Error Result = Error::success();
+  handleAllErrors(
+      std::move(E),
+      [&](const LocatedError &LE) {
+        Result = joinErrors(std::move(Result),
+                            makeError(LE.getLoc(), LE.getMessage() + Text));
+      },
+      [&](const ErrorInfoBase &EI) {
+        Result = joinErrors(std::move(Result), makeError(EI.message() + Text));
+      });
+  return Result;
+}
+
 std::string mdplan::errorMessage(Error E) {
   std::string Msg;
   handleAllErrors(

@@ -8,6 +8,8 @@
 #include "mdplan/IR/OpRegistry.h"
 #include "mdplan/IR/Verifier.h"
 #include "mdplan/Transforms/Pass.h"
+#include "mdplan/Transforms/PassUtils.h"
+#include "mdplan/IR/DeployState.h"
 
 using namespace llvm;
 using namespace mdplan;
@@ -65,7 +67,26 @@ public:
   }
 };
 
+class PrunePass : public Pass {
+public:
+  StringRef getName() const override { return "prune"; }
+  Error run(Graph &G, PassContext &Ctx) override {
+    if (!G.hasDeployState() || !G.deployState().TrainOp)
+      return Error::success(); // Nothing defines the step yet.
+    std::vector<Node *> Roots = reportedSummaries(G);
+    Roots.push_back(G.deployState().TrainOp);
+    for (const auto &[Name, T] : G.outputs())
+      Roots.push_back(T.N);
+    pruneUnreachable(G, Roots);
+    return Error::success();
+  }
+};
+
 } // namespace
+
+std::unique_ptr<Pass> mdplan::createPrunePass() {
+  return std::make_unique<PrunePass>();
+}
 
 std::unique_ptr<Pass> mdplan::createVerifyPass() {
   return std::make_unique<VerifyPass>();

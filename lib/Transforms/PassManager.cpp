@@ -22,7 +22,10 @@ Error Pass::setOption(StringRef Key, StringRef Value) {
 ArrayRef<PassInfo> mdplan::registeredPasses() {
   static const std::vector<PassInfo> Infos = [] {
     std::vector<PassInfo> R;
-#define MDPLAN_PASS(ARG, CLASS, SUMMARY) R.push_back(PassInfo{ARG, SUMMARY, {}});
+#define MDPLAN_PASS(ARG, CLASS, SUMMARY)                                       \
+  R.push_back(PassInfo{ARG, SUMMARY, {}, true});
+#define MDPLAN_EXTRA_PASS(ARG, CLASS, SUMMARY)                                 \
+  R.push_back(PassInfo{ARG, SUMMARY, {}, false});
 #include "mdplan/Transforms/Passes.def"
 #define MDPLAN_PASS_OPTION(ARG, OPTION, DOC)                                   \
   for (PassInfo & I : R)                                                       \
@@ -48,7 +51,8 @@ Expected<std::unique_ptr<Pass>> mdplan::createPass(StringRef Name) {
 std::string mdplan::defaultPipeline() {
   std::string P;
   for (const PassInfo &I : registeredPasses())
-    P += (P.empty() ? "" : ",") + I.Name.str();
+    if (I.InDefault)
+      P += (P.empty() ? "" : ",") + I.Name.str();
   return P;
 }
 

@@ -16,7 +16,10 @@
 #include "mdplan/Frontend/ModelReader.h"
 #include "mdplan/Frontend/ModelWriter.h"
 #include "mdplan/IR/DeployState.h"
+#include "mdplan/Plan/Compiler.h"
 #include "mdplan/Transforms/Pass.h"
+
+#include "mdrt/Plan.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -25,6 +28,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
+
+#include <sstream>
 
 using namespace llvm;
 using namespace mdplan;
@@ -38,17 +43,35 @@ static cl::opt<std::string> OutputFile("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::init("-"),
                                        cl::cat(MainCat));
 
-enum class EmitKind { Placement, Graph, Deployment, None };
+enum class EmitKind { Placement, Graph, Deployment, Plan, PlanText, None };
 static cl::opt<EmitKind> Emit(
-    "emit", cl::desc("What to print"), cl::init(EmitKind::Placement),
+    "emit",
+    cl::desc("What to write (default: placement; plan when -o names a .mdp "
+             "file)"),
+    cl::init(EmitKind::Placement),
     cl::values(clEnumValN(EmitKind::Placement, "placement",
                           "one line per node: <name> <device>"),
                clEnumValN(EmitKind::Graph, "graph",
                           "the transformed graph in the graph format"),
                clEnumValN(EmitKind::Deployment, "deployment",
                           "the deployment's role devices and cluster"),
+               clEnumValN(EmitKind::Plan, "plan", "the binary plan (.mdp)"),
+               clEnumValN(EmitKind::PlanText, "plan-text",
+                          "the plan, readably (memory per device included)"),
                clEnumValN(EmitKind::None, "none", "nothing")),
     cl::cat(MainCat));
+static cl::opt<std::string>
+    DumpPlan("dump-plan",
+             cl::desc("Read a binary plan, verify it and print it as text"),
+             cl::value_desc("plan.mdp"), cl::cat(MainCat));
+static cl::opt<int64_t>
+    EvalBatch("eval-batch",
+              cl::desc("Examples per evaluation step (default 100)"),
+              cl::init(0), cl::cat(MainCat));
+static cl::opt<bool> NoEval("no-eval",
+                            cl::desc("Leave the evaluation program out of the "
+                                     "plan"),
+                            cl::cat(MainCat));
 static cl::opt<std::string>
     Passes("passes", cl::desc("Pass pipeline, e.g. 'verify,place-devices'"),
            cl::value_desc("pipeline"), cl::cat(MainCat));
@@ -123,6 +146,50 @@ static cl::opt<bool> SoftPlacement("soft-placement",
                                    cl::desc("Move nodes whose device does not "
                                             "exist to the host CPU"),
                                    cl::cat(DeployCat));
+static cl::opt<bool>
+    ColocateGradients("colocate-gradients",
+                      cl::desc("Place each gradient op with its forward op"),
+                      cl::cat(DeployCat));
+static cl::opt<int64_t>
+    FirstBucketBytes("first-bucket-bytes",
+                     cl::desc("Mirrored: bytes of the first all-reduce bucket "
+                              "(default 1 MiB)"),
+                     cl::cat(DeployCat));
+static cl::opt<int64_t>
+    BucketBytes("bucket-bytes",
+                cl::desc("Mirrored: bytes of the later buckets, 0 = one "
+                         "all-reduce per variable (default 25 MiB)"),
+                cl::cat(DeployCat));
+
+static cl::OptionCategory OptCat("Optimizer options (override the graph "
+                                 "file's training { optimizer })");
+static cl::opt<OptimizerSettings::Kind> OptimizerKind(
+    "optimizer", cl::desc("The optimizer"),
+    cl::values(clEnumValN(OptimizerSettings::Kind::SGD, "sgd",
+                          "gradient descent"),
+               clEnumValN(OptimizerSettings::Kind::Momentum, "momentum",
+                          "momentum"),
+               clEnumValN(OptimizerSettings::Kind::Adam, "adam", "Adam")),
+    cl::cat(OptCat));
+static cl::opt<double> LearningRate("learning-rate", cl::cat(OptCat),
+                                    cl::desc("Learning rate"));
+static cl::opt<double> MomentumOpt("momentum", cl::cat(OptCat),
+                                   cl::desc("Momentum (default 0.9)"));
+static cl::opt<bool> Nesterov("nesterov", cl::cat(OptCat),
+                              cl::desc("Nesterov momentum"));
+static cl::opt<double> Beta1("beta1", cl::cat(OptCat),
+                             cl::desc("Adam beta1 (default 0.9)"));
+static cl::opt<double> Beta2("beta2", cl::cat(OptCat),
+                             cl::desc("Adam beta2 (default 0.999)"));
+static cl::opt<double> Epsilon("epsilon", cl::cat(OptCat),
+                               cl::desc("Adam epsilon (default 1e-8)"));
+static cl::opt<int64_t>
+    DecaySteps("lr-decay-steps", cl::cat(OptCat),
+               cl::desc("Multiply the learning rate by --lr-decay-rate every "
+                        "N steps"));
+static cl::opt<double> DecayRate("lr-decay-rate", cl::cat(OptCat),
+                                 cl::desc("Learning-rate decay factor"));
+
 static cl::opt<int> CloneIndex("clone-index",
                                cl::desc("With --emit=deployment: report this "
                                         "clone only"),
@@ -155,6 +222,36 @@ static Error buildConfig(DeploymentConfig &C, SourceMgr &SM) {
   setIfGiven(C, "global_batch", GlobalBatch, C.GlobalBatch);
   setIfGiven(C, "gpus_per_worker", GpusPerWorker, C.GpusPerWorker);
   setIfGiven(C, "soft_placement", SoftPlacement, C.SoftPlacement);
+  setIfGiven(C, "colocate_gradients", ColocateGradients, C.ColocateGradients);
+  setIfGiven(C, "first_bucket_bytes", FirstBucketBytes, C.FirstBucketBytes);
+  setIfGiven(C, "bucket_bytes", BucketBytes, C.BucketBytes);
+  // Optimizer fields: each flag given sets one field on top of the config
+  // file's and the graph file's.
+  auto Opt = [&](auto &Flag, StringRef Field, auto Set) {
+    if (!Flag.getNumOccurrences())
+      return;
+    if (!C.Optimizer)
+      C.Optimizer = OptimizerSettings();
+    Set(*C.Optimizer);
+    C.OptimizerFieldsSet[Field] = true;
+    C.Origins[Field] = C.DefaultOrigin;
+  };
+  Opt(OptimizerKind, "kind",
+      [](OptimizerSettings &O) { O.K = OptimizerKind; });
+  Opt(LearningRate, "learning_rate",
+      [](OptimizerSettings &O) { O.LearningRate = LearningRate; });
+  Opt(MomentumOpt, "momentum",
+      [](OptimizerSettings &O) { O.Momentum = MomentumOpt; });
+  Opt(Nesterov, "nesterov", [](OptimizerSettings &O) { O.Nesterov = Nesterov; });
+  Opt(Beta1, "beta1", [](OptimizerSettings &O) { O.Beta1 = Beta1; });
+  Opt(Beta2, "beta2", [](OptimizerSettings &O) { O.Beta2 = Beta2; });
+  Opt(Epsilon, "epsilon", [](OptimizerSettings &O) { O.Epsilon = Epsilon; });
+  Opt(DecaySteps, "decay_steps",
+      [](OptimizerSettings &O) { O.DecaySteps = DecaySteps; });
+  Opt(DecayRate, "decay_rate",
+      [](OptimizerSettings &O) { O.DecayRate = DecayRate; });
+  if (EvalBatch.getNumOccurrences() && EvalBatch <= 0)
+    return makeError(C.DefaultOrigin, "--eval-batch must be positive");
   if (BatchPerClone.getNumOccurrences() && BatchPerClone <= 0)
     return makeError(C.originOf("batch_per_clone"),
                      "--batch-per-clone must be positive");
@@ -199,6 +296,22 @@ static void printDeployment(const DeploymentConfig &C, raw_ostream &OS) {
   OS << '\n';
 }
 
+/// --dump-plan: read a binary plan back, verify it and print it.
+static Error dumpPlan() {
+  auto Plan = mdrt::PlanFile::load(DumpPlan);
+  if (!Plan.isOk())
+    return makeError(Plan.status().message());
+  std::error_code EC;
+  ToolOutputFile Out(OutputFile, EC, sys::fs::OF_Text);
+  if (EC)
+    return makeError("cannot open '" + OutputFile + "': " + EC.message());
+  std::ostringstream SS;
+  mdrt::printPlanText((*Plan)->plan(), SS);
+  Out.os() << SS.str();
+  Out.keep();
+  return Error::success();
+}
+
 static Error runTool(SourceMgr &SM) {
   if (ListPasses) {
     for (const PassInfo &P : registeredPasses()) {
@@ -208,6 +321,8 @@ static Error runTool(SourceMgr &SM) {
     }
     return Error::success();
   }
+  if (!DumpPlan.empty())
+    return dumpPlan();
   DeploymentConfig Config;
   if (Error E = buildConfig(Config, SM))
     return E;
@@ -235,48 +350,74 @@ static Error runTool(SourceMgr &SM) {
   if (!G)
     return G.takeError();
 
-  PassManagerOptions PMO;
-  if (PrintAfterAll)
-    PMO.PrintAfterAll = &errs();
-  if (TimePasses)
-    PMO.TimePasses = &errs();
-  PassManager PM(PMO);
-  std::string Pipeline =
-      Passes.getNumOccurrences() ? std::string(Passes) : defaultPipeline();
-  if (Error E = PM.parsePipeline(Pipeline))
-    return E;
+  EmitKind What = Emit;
+  if (!Emit.getNumOccurrences()) {
+    if (!ExplainPlacement.empty())
+      What = EmitKind::None;
+    else if (StringRef(OutputFile).endswith(".mdp"))
+      What = EmitKind::Plan;
+  }
+  bool WantPlan = What == EmitKind::Plan || What == EmitKind::PlanText;
 
+  CompileOptions CO;
+  if (Passes.getNumOccurrences()) {
+    CO.Pipeline = Passes;
+    if (CO.Pipeline.empty())
+      CO.Pipeline = " "; // An empty pipeline runs no pass.
+  }
+  CO.EmitPlan = WantPlan;
+  CO.BuildEval = !NoEval;
+  CO.EvalBatch = EvalBatch;
+  if (PrintAfterAll)
+    CO.PM.PrintAfterAll = &errs();
+  if (TimePasses)
+    CO.PM.TimePasses = &errs();
   PassContext Ctx(Config);
   Ctx.Diags = DiagnosticHandler::stderrHandler();
   for (const std::string &N : ExplainPlacement)
     Ctx.Explain.insert(N);
-  if (Error E = PM.run(**G, Ctx))
-    return E;
+  auto Comp = compileModel(std::move(*G), Ctx, CO);
+  if (!Comp)
+    return Comp.takeError();
+  Graph &Result = *Comp->Train;
+  if (WantPlan && Comp->Plan.empty())
+    return makeError("--emit=" +
+                     StringRef(What == EmitKind::Plan ? "plan" : "plan-text") +
+                     " needs a pipeline that ends with plan-memory");
+  if (!ExplainPlacement.empty() && Ctx.Explanations.empty())
+    return makeError("--explain-placement needs the place-devices pass");
 
   std::error_code EC;
-  ToolOutputFile Out(OutputFile, EC, sys::fs::OF_Text);
+  ToolOutputFile Out(OutputFile, EC,
+                     What == EmitKind::Plan ? sys::fs::OF_None
+                                            : sys::fs::OF_Text);
   if (EC)
     return makeError("cannot open '" + OutputFile + "': " + EC.message());
   raw_ostream &OS = Out.os();
   for (const auto &[N, R] : Ctx.Explanations)
     printPlacementRecord(OS, *N, R);
-  if (!ExplainPlacement.empty() && Ctx.Explanations.empty())
-    return makeError("--explain-placement needs the place-devices pass");
 
-  EmitKind What = Emit;
-  if (!Emit.getNumOccurrences() && !ExplainPlacement.empty())
-    What = EmitKind::None;
   switch (What) {
   case EmitKind::Placement:
-    for (const auto &N : (*G)->nodes()) {
+    for (const auto &N : Result.nodes()) {
       if (!N->isPlaced())
         return makeError("--emit=placement needs the place-devices pass");
-      OS << N->getName() << ' ' << (*G)->deviceOf(*N).toString() << '\n';
+      OS << N->getName() << ' ' << Result.deviceOf(*N).toString() << '\n';
     }
     break;
   case EmitKind::Graph:
-    writeModel(**G, OS);
+    writeModel(Result, OS);
     break;
+  case EmitKind::Plan:
+    OS.write(reinterpret_cast<const char *>(Comp->Plan.data()),
+             Comp->Plan.size());
+    break;
+  case EmitKind::PlanText: {
+    std::ostringstream SS;
+    mdrt::printPlanText(*mdplan::plan::GetPlan(Comp->Plan.data()), SS);
+    OS << SS.str();
+    break;
+  }
   case EmitKind::Deployment:
   case EmitKind::None:
     break;
@@ -287,7 +428,7 @@ static Error runTool(SourceMgr &SM) {
 
 int main(int argc, char **argv) {
   InitLLVM X(argc, argv);
-  cl::HideUnrelatedOptions({&MainCat, &DeployCat});
+  cl::HideUnrelatedOptions({&MainCat, &DeployCat, &OptCat});
   cl::ParseCommandLineOptions(
       argc, argv,
       "mdplan: compile one replica of a model and a deployment into a "

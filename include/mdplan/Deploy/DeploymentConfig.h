@@ -121,6 +121,11 @@ public:
   /// True when reads of a variable are cached on the reading device.
   bool hasCachingDevice() const { return NumPsTasks > 0; }
 
+  /// The optimizer: the graph file's (or SGD at 0.01) with the fields this
+  /// deployment sets on top.
+  OptimizerSettings
+  resolveOptimizer(const std::optional<OptimizerSettings> &FromGraph) const;
+
   /// The cluster implied by the settings.
   Cluster cluster() const;
 

@@ -35,6 +35,9 @@ public:
   const AttrDict &getArgs() const override { return Args; }
   DeviceSpec apply(const Node &N, const DeviceSpec &Current) override;
   void reset() override { Next = 0; }
+  std::unique_ptr<DeviceFunction> clone() const override {
+    return std::make_unique<PsRoundRobin>(PsDevice, Tasks, PsOps);
+  }
 
 private:
   DeviceSpec PsDevice;
@@ -57,6 +60,11 @@ public:
   const AttrDict &getArgs() const override { return Args; }
   DeviceSpec apply(const Node &N, const DeviceSpec &Current) override;
   void reset() override { Next = 0; }
+  std::unique_ptr<DeviceFunction> clone() const override {
+    return std::make_unique<ReplicaDeviceSetter>(PsTasks, PsDevice,
+                                                 WorkerDevice, PsOps,
+                                                 MergeDevices);
+  }
 
 private:
   int PsTasks;

@@ -80,10 +80,19 @@ private:
   llvm::Error Err = llvm::Error::success();
 };
 
-/// The builder gradient rules receive.
+/// The builder gradient rules receive. needs(I) says whether the gradient of
+/// input I is wanted; rules may skip the others.
 class GradBuilder : public GraphBuilder {
 public:
   using GraphBuilder::GraphBuilder;
+
+  bool needs(unsigned Input) const {
+    return Input >= Needed.size() || Needed[Input];
+  }
+  void setNeeded(llvm::ArrayRef<bool> N) { Needed.assign(N.begin(), N.end()); }
+
+private:
+  llvm::SmallVector<bool, 4> Needed;
 };
 
 } // namespace mdplan

@@ -42,6 +42,10 @@ struct CloneInfo {
   /// build-gradients: the gradient of SumLoss for each trainable variable
   /// it influences (key: the variable the clone reads).
   llvm::MapVector<Node *, TensorRef> Gradients;
+  /// When each gradient is complete: the largest node id among its parts
+  /// (gradient nodes are created in reverse topological order, so a
+  /// smaller number is ready earlier in the backward pass).
+  llvm::DenseMap<Node *, unsigned> GradientReady;
 };
 
 struct DeployState {
@@ -74,6 +78,38 @@ struct DeployState {
   // apply-optimizer.
   Node *GlobalStep = nullptr;
   Node *TrainOp = nullptr;
+
+  // partition.
+  bool Partitioned = false;
+  unsigned NumChannels = 0;
+
+  // schedule: the kernels of each device (index = Graph device id) in the
+  // order they run. Variables, constants and inputs have no kernel.
+  std::vector<std::vector<Node *>> Schedules;
+  bool Scheduled = false;
+
+  // plan-memory.
+  struct Buffer {
+    int Device = -1;
+    /// Offset in the device's arena, or in its persistent region.
+    uint64_t Offset = 0;
+    uint64_t Bytes = 0;
+    bool Persistent = false;
+    /// Set when the buffer is a view into another node's output.
+    TensorRef AliasOf;
+  };
+  llvm::DenseMap<std::pair<const Node *, unsigned>, Buffer> Buffers;
+  struct DeviceMemory {
+    uint64_t ArenaBytes = 0;
+    uint64_t PersistentBytes = 0;
+    /// Every transient buffer with its own bytes (no reuse).
+    uint64_t NaiveBytes = 0;
+    unsigned NumBuffers = 0;
+    /// "greedy-by-size" or "best-fit-in-order".
+    std::string Method;
+  };
+  std::vector<DeviceMemory> Memory;
+  bool MemoryPlanned = false;
 
   /// The copy of variable \p V that clone \p C reads (V itself unless
   /// mirrored).

@@ -96,6 +96,8 @@ public:
   virtual const AttrDict &getArgs() const = 0;
   virtual DeviceSpec apply(const Node &N, const DeviceSpec &Current) = 0;
   virtual void reset() {}
+  /// A fresh copy (state reset).
+  virtual std::unique_ptr<DeviceFunction> clone() const = 0;
   /// `ps-round-robin(ps_device="/job:ps/device:CPU:0", tasks=2)`.
   std::string describe() const;
 };
@@ -268,6 +270,10 @@ public:
   ~Graph();
   Graph(const Graph &) = delete;
   Graph &operator=(const Graph &) = delete;
+
+  /// A deep copy of the nodes, stacks, collections, outputs and metadata
+  /// (not of the deployment state nor of placement).
+  std::unique_ptr<Graph> clone() const;
 
   /// Creates a node. The name must be unused (see lookup()).
   Node *createNode(llvm::StringRef Name, const OpDef &Op);

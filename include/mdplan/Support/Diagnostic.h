@@ -102,6 +102,10 @@ private:
   Callback CB;
 };
 
+/// Appends \p Suffix to the message of every error in \p E, keeping
+/// locations.
+llvm::Error appendToMessage(llvm::Error E, const llvm::Twine &Suffix);
+
 /// The message of \p E without location or "error: " prefix (several errors
 /// are joined with "; "). Consumes E.
 std::string errorMessage(llvm::Error E);

@@ -56,6 +56,8 @@ struct PassInfo {
   llvm::StringRef Name;
   llvm::StringRef Summary;
   std::vector<std::pair<llvm::StringRef, llvm::StringRef>> Options;
+  /// Part of the default pipeline.
+  bool InDefault = true;
 };
 
 /// Every registered pass in pipeline order.
@@ -64,7 +66,7 @@ llvm::ArrayRef<PassInfo> registeredPasses();
 /// Creates the pass registered as \p Name.
 llvm::Expected<std::unique_ptr<Pass>> createPass(llvm::StringRef Name);
 
-/// The default pipeline: every registered pass in order.
+/// The default pipeline: the training step, every default pass in order.
 std::string defaultPipeline();
 
 struct PassManagerOptions {

@@ -1,0 +1,503 @@
+//===- PlanEmitter.cpp - Writing FlatBuffers plans ------------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/Plan/PlanEmitter.h"
+#include "mdplan/IR/DeployState.h"
+#include "mdplan/IR/OpRegistry.h"
+#include "mdplan/Transforms/MemoryPlanner.h"
+#include "mdplan/Transforms/PassUtils.h"
+
+#include "mdrt/Plan.h"
+#include "mdrt/Random.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <functional>
+#include <map>
+#include <set>
+
+using namespace llvm;
+using namespace mdplan;
+namespace fb = mdplan::plan;
+
+#ifndef MDPLAN_VERSION_STRING
+#define MDPLAN_VERSION_STRING "0.1.0"
+#endif
+
+StringRef mdplan::planProducer() { return "mdplan " MDPLAN_VERSION_STRING; }
+
+namespace {
+
+using TensorKey = std::pair<const Node *, unsigned>;
+
+struct BufInfo {
+  std::string Name;
+  uint32_t Device = 0;
+  DType Elt = DType::Invalid;
+  std::vector<int64_t> Shape;
+  uint64_t Offset = 0, Bytes = 0;
+  bool Persistent = false;
+  int AliasOf = -1;
+};
+
+class Emitter {
+public:
+  Emitter(Graph &Train, Graph *Eval, const DeploymentConfig &C)
+      : Train(Train), Eval(Eval), C(C) {}
+  Expected<std::vector<uint8_t>> emit();
+
+private:
+  /// One program's graph and its buffer ids.
+  struct Prog {
+    Graph *G;
+    std::string Name;
+    std::map<TensorKey, uint32_t> BufIds;
+    std::vector<uint32_t> DevMap; // graph device -> plan device
+  };
+
+  uint32_t planDevice(const DeviceSpec &D);
+  Error assignBuffers(Prog &P, bool IsEval);
+  flatbuffers::Offset<fb::Program> emitProgram(Prog &P);
+  flatbuffers::Offset<fb::Attr> emitAttr(StringRef Name, const Attr &A);
+
+  Graph &Train;
+  Graph *Eval;
+  const DeploymentConfig &C;
+  flatbuffers::FlatBufferBuilder FB{1 << 16};
+
+  std::vector<DeviceSpec> Devices;
+  std::map<std::string, uint32_t> DeviceIds;
+  std::vector<uint64_t> Arena, Persistent;
+  std::vector<BufInfo> Bufs;
+  std::map<std::string, uint32_t> VariableBuffer; // train variables by name
+  std::vector<const Node *> VarNodes;             // in plan order
+  std::vector<std::pair<const Node *, uint32_t>> ConstNodes;
+};
+
+} // namespace
+
+uint32_t Emitter::planDevice(const DeviceSpec &D) {
+  auto Ins = DeviceIds.try_emplace(D.toString(), uint32_t(Devices.size()));
+  if (Ins.second) {
+    Devices.push_back(D);
+    Arena.push_back(0);
+    Persistent.push_back(0);
+  }
+  return Ins.first->second;
+}
+
+static std::string tensorName(TensorKey K) {
+  std::string S = K.first->getName().str();
+  if (K.second)
+    S += ":" + std::to_string(K.second);
+  return S;
+}
+
+Error Emitter::assignBuffers(Prog &P, bool IsEval) {
+  Graph &G = *P.G;
+  DeployState &S = G.deployState();
+  for (const DeviceSpec &D : G.getDevices())
+    P.DevMap.push_back(planDevice(D));
+  for (size_t D = 0; D < S.Memory.size(); ++D) {
+    uint32_t PD = P.DevMap[D];
+    Arena[PD] = std::max(Arena[PD], S.Memory[D].ArenaBytes);
+  }
+  // Where this program's own persistent buffers start on each device.
+  std::vector<uint64_t> PersistBase(Devices.size(), 0);
+  for (size_t D = 0; D < Devices.size(); ++D)
+    PersistBase[D] = alignUp(Persistent[D], 256);
+
+  auto Add = [&](TensorKey K, const DeployState::Buffer &B) -> Error {
+    const TensorType &T = K.first->getOutputType(K.second);
+    BufInfo I;
+    I.Name = tensorName(K);
+    I.Device = P.DevMap[B.Device];
+    I.Elt = T.Elt;
+    I.Shape.assign(T.Dims.dims().begin(), T.Dims.dims().end());
+    I.Bytes = B.Bytes;
+    I.Persistent = B.Persistent;
+    I.Offset = B.Offset;
+    if (B.AliasOf) {
+      auto It = P.BufIds.find({B.AliasOf.N, B.AliasOf.Index});
+      if (It == P.BufIds.end())
+        return makeError("plan: the root of view '" + I.Name + "' has no buffer");
+      I.AliasOf = int(It->second);
+    }
+    if (B.Persistent) {
+      const Node *N = K.first;
+      if (IsEval && N->getOp().isVariable()) {
+        auto It = VariableBuffer.find(N->getName().str());
+        if (It != VariableBuffer.end()) {
+          const BufInfo &TB = Bufs[It->second];
+          if (TB.Bytes != I.Bytes || TB.Elt != I.Elt || TB.Device != I.Device)
+            return N->error("differs between the training and evaluation "
+                            "programs (type or device)");
+          P.BufIds[K] = It->second;
+          return Error::success();
+        }
+      }
+      if (IsEval)
+        I.Offset += PersistBase[I.Device];
+      Persistent[I.Device] =
+          std::max(Persistent[I.Device], I.Offset + alignUp(I.Bytes, 64));
+    }
+    uint32_t Id = uint32_t(Bufs.size());
+    Bufs.push_back(std::move(I));
+    P.BufIds[K] = Id;
+    if (K.first->getOp().isVariable()) {
+      if (!IsEval)
+        VariableBuffer[K.first->getName().str()] = Id;
+      VarNodes.push_back(K.first);
+    } else if (K.first->getOp().is(OF_Constant)) {
+      ConstNodes.push_back({K.first, Id});
+    }
+    return Error::success();
+  };
+  // Roots first (graph order), then views, so a view follows its root.
+  for (int Views = 0; Views < 2; ++Views)
+    for (const auto &NP : G.nodes())
+      for (unsigned O = 0, NO = NP->getNumOutputs(); O != NO; ++O) {
+        auto It = S.Buffers.find({NP.get(), O});
+        if (It == S.Buffers.end())
+          return NP->error("output " + Twine(O) + " has no buffer (run "
+                                                   "plan-memory first)");
+        if (bool(It->second.AliasOf) != bool(Views))
+          continue;
+        if (Error E = Add({NP.get(), O}, It->second))
+          return E;
+      }
+  return Error::success();
+}
+
+flatbuffers::Offset<fb::Attr> Emitter::emitAttr(StringRef Name,
+                                                const Attr &A) {
+  auto NameOff = FB.CreateString(Name.str());
+  flatbuffers::Offset<flatbuffers::String> S;
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> Ints;
+  flatbuffers::Offset<flatbuffers::Vector<double>> Floats;
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>
+      Strings;
+  fb::AttrKind K = fb::AttrKind::Int;
+  int64_t I = 0;
+  double F = 0;
+  switch (A.kind()) {
+  case AttrKind::Int:
+    I = A.getInt();
+    break;
+  case AttrKind::Float:
+    K = fb::AttrKind::Float;
+    F = A.getFloat();
+    break;
+  case AttrKind::Bool:
+    K = fb::AttrKind::Bool;
+    I = A.getBool();
+    break;
+  case AttrKind::String:
+    K = fb::AttrKind::String;
+    S = FB.CreateString(A.getString());
+    break;
+  case AttrKind::Type:
+    K = fb::AttrKind::Type;
+    I = int64_t(A.getType());
+    break;
+  case AttrKind::Shape:
+    K = fb::AttrKind::Shape;
+    Ints = FB.CreateVector(std::vector<int64_t>(A.getShape().dims().begin(),
+                                                A.getShape().dims().end()));
+    break;
+  case AttrKind::IntList:
+    K = fb::AttrKind::IntList;
+    Ints = FB.CreateVector(A.getInts());
+    break;
+  case AttrKind::FloatList:
+    K = fb::AttrKind::FloatList;
+    Floats = FB.CreateVector(A.getFloats());
+    break;
+  case AttrKind::StringList:
+    K = fb::AttrKind::StringList;
+    Strings = FB.CreateVectorOfStrings(A.getStrings());
+    break;
+  }
+  return fb::CreateAttr(FB, NameOff, K, I, F, S, Ints, Floats, Strings);
+}
+
+/// True when every output of \p N is a view: the node needs no kernel.
+static bool isViewOnly(const Node &N, const DeployState &S) {
+  if (N.getNumOutputs() == 0)
+    return false;
+  for (unsigned O = 0; O < N.getNumOutputs(); ++O) {
+    auto It = S.Buffers.find({&N, O});
+    if (It == S.Buffers.end() || !It->second.AliasOf)
+      return false;
+  }
+  return true;
+}
+
+flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
+  Graph &G = *P.G;
+  DeployState &S = G.deployState();
+
+  // Devices of the program in plan order, and kernel ids.
+  std::vector<std::pair<uint32_t, int>> DevOrder; // (plan dev, graph dev)
+  for (size_t D = 0; D < S.Schedules.size(); ++D)
+    DevOrder.push_back({P.DevMap[D], int(D)});
+  std::sort(DevOrder.begin(), DevOrder.end());
+  DenseMap<const Node *, uint32_t> KernelId;
+  uint32_t Next = 0;
+  for (auto &[PD, GD] : DevOrder)
+    for (Node *N : S.Schedules[GD])
+      if (!isViewOnly(*N, S))
+        KernelId[N] = Next++;
+
+  // The kernel a node's completion is marked by (views: their root's
+  // producer); none for buffers ready before the step.
+  std::function<const Node *(const Node *)> Target =
+      [&](const Node *N) -> const Node * {
+    if (KernelId.count(N))
+      return N;
+    if (isViewOnly(*N, S))
+      return Target(N->getInput(0).N);
+    return nullptr;
+  };
+  DenseMap<const Node *, SmallVector<uint32_t, 2>> Waits;
+  DenseSet<const Node *> Signals;
+  for (auto &[N, Id] : KernelId) {
+    SmallVector<uint32_t, 2> &W = Waits[N];
+    for (Node *Ctl : N->getControlInputs()) {
+      const Node *T = Target(Ctl);
+      if (!T || P.DevMap[T->getDevice()] == P.DevMap[N->getDevice()])
+        continue;
+      W.push_back(KernelId.lookup(T));
+      Signals.insert(T);
+    }
+    llvm::sort(W);
+    W.erase(std::unique(W.begin(), W.end()), W.end());
+  }
+
+  auto Ids = [&](auto Range) {
+    std::vector<uint32_t> R;
+    for (auto K : Range)
+      R.push_back(P.BufIds.at(K));
+    return R;
+  };
+  std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs;
+  for (auto &[PD, GD] : DevOrder) {
+    std::vector<flatbuffers::Offset<fb::Kernel>> Kernels;
+    for (Node *N : S.Schedules[GD]) {
+      if (!KernelId.count(N))
+        continue;
+      std::vector<TensorKey> InKeys, OutKeys;
+      for (const TensorRef &In : N->getInputs())
+        InKeys.push_back({In.N, In.Index});
+      for (unsigned O = 0; O < N->getNumOutputs(); ++O)
+        OutKeys.push_back({N, O});
+      std::vector<flatbuffers::Offset<fb::Attr>> Attrs;
+      for (const auto &[K, V] : N->attrs())
+        Attrs.push_back(emitAttr(K, V));
+      const auto &W = Waits[N];
+      Kernels.push_back(fb::CreateKernel(
+          FB, FB.CreateString(N->getName().str()),
+          FB.CreateString(N->getOpName().str()), FB.CreateVector(Attrs),
+          FB.CreateVector(Ids(InKeys)), FB.CreateVector(Ids(OutKeys)),
+          FB.CreateVector(std::vector<uint32_t>(W.begin(), W.end())),
+          Signals.count(N) != 0));
+    }
+    const DeployState::DeviceMemory &M = S.Memory[GD];
+    DevProgs.push_back(fb::CreateDeviceProgram(
+        FB, PD, FB.CreateVector(Kernels), M.ArenaBytes, M.NaiveBytes,
+        FB.CreateString(M.Method)));
+  }
+
+  // Collectives by bucket, devices in the order the op lists them.
+  std::map<int64_t, std::vector<const Node *>> Buckets;
+  for (auto &[N, Id] : KernelId)
+    if (N->getOp().is(OF_Collective))
+      Buckets[N->attrs().getInt("bucket")].push_back(N);
+  std::vector<flatbuffers::Offset<fb::Collective>> Colls;
+  for (auto &[Bk, Nodes] : Buckets) {
+    std::vector<std::string> Order = Nodes[0]->attrs().get("devices")
+                                         ? Nodes[0]->attrs().get("devices")->getStrings()
+                                         : std::vector<std::string>();
+    // The reduction order is the order the op lists its devices in.
+    auto Rank = [&](const Node *N) {
+      const DeviceSpec &D = G.deviceOf(*N);
+      for (size_t I = 0; I < Order.size(); ++I) {
+        auto Spec = DeviceSpec::parse(Order[I]);
+        if (!Spec) {
+          consumeError(Spec.takeError());
+          continue;
+        }
+        if (Spec->isSatisfiedBy(D))
+          return I;
+      }
+      return Order.size() + P.DevMap[N->getDevice()];
+    };
+    std::vector<const Node *> Sorted = Nodes;
+    std::stable_sort(Sorted.begin(), Sorted.end(),
+                     [&](const Node *A, const Node *B) {
+                       return Rank(A) < Rank(B);
+                     });
+    std::vector<uint32_t> Devs, Ks;
+    for (const Node *N : Sorted) {
+      Devs.push_back(P.DevMap[N->getDevice()]);
+      Ks.push_back(KernelId.lookup(N));
+    }
+    Colls.push_back(fb::CreateCollective(
+        FB, FB.CreateString(Nodes[0]->attrs().getString("group").str()),
+        uint32_t(Bk), FB.CreateVector(Devs), FB.CreateVector(Ks)));
+  }
+
+  std::vector<flatbuffers::Offset<fb::InputBinding>> Inputs;
+  for (const auto &NP : G.nodes())
+    if (NP->getOp().is(OF_Input))
+      Inputs.push_back(fb::CreateInputBinding(
+          FB, FB.CreateString(NP->getName().str()),
+          FB.CreateString(NP->attrs().getString("feature").str()),
+          P.BufIds.at({NP.get(), 0})));
+
+  std::vector<flatbuffers::Offset<fb::Output>> Outputs;
+  auto Out = [&](StringRef Name, fb::OutputKind K, TensorRef T) {
+    Outputs.push_back(fb::CreateOutput(FB, FB.CreateString(Name.str()), K,
+                                       P.BufIds.at({T.N, T.Index})));
+  };
+  if (S.TotalLoss)
+    Out(P.Name == "eval" ? "loss" : "total_loss", fb::OutputKind::Loss,
+        TensorRef(S.TotalLoss));
+  for (Node *N : reportedSummaries(G))
+    Out(N->attrs().getString("tag"),
+        isa(*N, OpKind::HistogramSummary) ? fb::OutputKind::Histogram
+                                          : fb::OutputKind::Summary,
+        N->getInput(0));
+  for (const auto &[Name, T] : G.outputs())
+    Out(Name, fb::OutputKind::Metric, T);
+
+  int64_t Batch = G.getBatchSize() * int64_t(S.Clones.size());
+  return fb::CreateProgram(FB, FB.CreateString(P.Name), Batch,
+                           FB.CreateVector(DevProgs), FB.CreateVector(Inputs),
+                           FB.CreateVector(Outputs), FB.CreateVector(Colls));
+}
+
+static fb::InitKind initKind(StringRef Name) {
+  return StringSwitch<fb::InitKind>(Name)
+      .Case("zeros", fb::InitKind::Zeros)
+      .Case("ones", fb::InitKind::Ones)
+      .Case("constant", fb::InitKind::Constant)
+      .Case("normal", fb::InitKind::Normal)
+      .Case("truncated_normal", fb::InitKind::TruncatedNormal)
+      .Case("uniform", fb::InitKind::Uniform)
+      .Case("glorot_normal", fb::InitKind::GlorotNormal)
+      .Case("he_normal", fb::InitKind::HeNormal)
+      .Default(fb::InitKind::GlorotUniform);
+}
+
+Expected<std::vector<uint8_t>> Emitter::emit() {
+  for (Graph *G : {&Train, Eval})
+    if (G && (!G->hasDeployState() || !G->deployState().MemoryPlanned))
+      return makeError("emitting a plan needs plan-memory to run first");
+  std::vector<Prog> Progs;
+  Progs.push_back(Prog{&Train, "train", {}, {}});
+  if (Eval)
+    Progs.push_back(Prog{Eval, "eval", {}, {}});
+  for (size_t I = 0; I < Progs.size(); ++I)
+    if (Error E = assignBuffers(Progs[I], I == 1))
+      return std::move(E);
+
+  // Programs first: they reference buffers by id only.
+  std::vector<flatbuffers::Offset<fb::Program>> ProgOffs;
+  for (Prog &P : Progs)
+    ProgOffs.push_back(emitProgram(P));
+
+  std::vector<flatbuffers::Offset<fb::Device>> DevOffs;
+  for (size_t I = 0; I < Devices.size(); ++I) {
+    const DeviceSpec &D = Devices[I];
+    DevOffs.push_back(fb::CreateDevice(
+        FB, FB.CreateString(D.toString()),
+        D.Type == std::optional<std::string>("GPU") ? fb::DeviceKind::GPU
+                                                    : fb::DeviceKind::CPU,
+        FB.CreateString(D.Job.value_or("")), D.Replica.value_or(0),
+        D.Task.value_or(0), D.Index.value_or(0), Arena[I], Persistent[I]));
+  }
+  std::vector<flatbuffers::Offset<fb::Buffer>> BufOffs;
+  for (const BufInfo &B : Bufs)
+    BufOffs.push_back(fb::CreateBuffer(
+        FB, FB.CreateString(B.Name), B.Device, fb::DType(B.Elt),
+        FB.CreateVector(B.Shape), B.Offset, B.Bytes, B.Persistent, B.AliasOf));
+
+  // Variables (train's, then any only the evaluation uses).
+  std::map<std::string, int> VarIndex;
+  for (const Node *V : VarNodes)
+    VarIndex.try_emplace(V->getName().str(), int(VarIndex.size()));
+  std::vector<flatbuffers::Offset<fb::Variable>> VarOffs;
+  uint64_t Fingerprint = mdrt::hashName(Train.getName().str().c_str());
+  std::set<std::string> Done;
+  for (const Node *V : VarNodes) {
+    std::string Name = V->getName().str();
+    if (!Done.insert(Name).second)
+      continue;
+    const AttrDict &A = V->attrs();
+    int64_t Seed = A.getInt("seed");
+    uint64_t Stream = Seed ? uint64_t(Seed) : mdrt::hashName(Name.c_str());
+    StringRef Mirror = A.getString("mirror_of");
+    int MirrorOf = -1;
+    if (!Mirror.empty()) {
+      auto It = VarIndex.find(Mirror.str());
+      if (It != VarIndex.end())
+        MirrorOf = It->second;
+    }
+    uint32_t Buf = VariableBuffer.count(Name) ? VariableBuffer[Name] : 0;
+    for (Prog &P : Progs)
+      if (auto It = P.BufIds.find({V, 0}); It != P.BufIds.end())
+        Buf = It->second;
+    VarOffs.push_back(fb::CreateVariable(
+        FB, FB.CreateString(Name), Buf,
+        initKind(A.getString("initializer", "glorot_uniform")),
+        A.getFloat("init_value"), A.getFloat("init_mean"),
+        A.getFloat("init_stddev", 1.0), A.getFloat("init_min", -0.05),
+        A.getFloat("init_max", 0.05), Stream, A.getBool("trainable", true),
+        MirrorOf));
+    Fingerprint = mdrt::hashName(Name.c_str(), Fingerprint);
+    Fingerprint = mdrt::hashName(V->getOutputType(0).str().c_str(), Fingerprint);
+  }
+  std::vector<flatbuffers::Offset<fb::Constant>> ConstOffs;
+  for (auto &[N, Buf] : ConstNodes)
+    ConstOffs.push_back(fb::CreateConstant(
+        FB, Buf,
+        FB.CreateVector(N->attrs().get("value")
+                            ? N->attrs().get("value")->getFloats()
+                            : std::vector<double>{0.0})));
+
+  OptimizerSettings O = C.resolveOptimizer(Train.getOptimizer());
+  int64_t Global = Train.getBatchSize() * C.NumClones;
+  Fingerprint = mdrt::hashName(std::to_string(Global).c_str(), Fingerprint);
+  Fingerprint =
+      mdrt::hashName(strategyName(C.Strat).str().c_str(), Fingerprint);
+  auto Dep = fb::CreateDeployment(
+      FB, FB.CreateString(strategyName(C.Strat).str()), C.NumClones,
+      C.CloneOnCPU, C.ReplicaId, C.NumReplicas, C.NumPsTasks,
+      Train.getBatchSize(), FB.CreateString(optimizerKindName(O.K).str()),
+      O.LearningRate);
+  auto Root = fb::CreatePlan(
+      FB, mdrt::kPlanVersion, FB.CreateString(planProducer().str()),
+      FB.CreateString(Train.getName().str()), Fingerprint, Dep,
+      FB.CreateVector(DevOffs), FB.CreateVector(BufOffs),
+      FB.CreateVector(VarOffs), FB.CreateVector(ConstOffs),
+      FB.CreateVector(ProgOffs));
+  fb::FinishPlanBuffer(FB, Root);
+  std::vector<uint8_t> Bytes(FB.GetBufferPointer(),
+                             FB.GetBufferPointer() + FB.GetSize());
+  // What mdplan writes, mdrun must accept.
+  mdrt::Status S = mdrt::verifyPlan(Bytes.data(), Bytes.size());
+  if (!S.isOk())
+    return makeError("internal error: the emitted plan does not verify: " +
+                     S.message());
+  return std::move(Bytes);
+}
+
+Expected<std::vector<uint8_t>>
+mdplan::emitPlan(Graph &Train, Graph *Eval, const DeploymentConfig &Config) {
+  return Emitter(Train, Eval, Config).emit();
+}

@@ -1,0 +1,210 @@
+//===- ApplyOptimizer.cpp - Variable updates and the train op -------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// model_deploy's deploy() after the gradients: global_step on the variables
+// device, one optimizer update per variable with a summed gradient (slots
+// colocated with their variable, the update running where the variable
+// lives; with the mirrored strategy every device updates its own copy), the
+// update ops of the FIRST clone only (mirrored: applied to every copy with
+// the first clone's values, so the copies stay identical), global_step
+// incremented once after all of them, and train_op = total_loss after every
+// update.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/Deploy/DeploymentConfig.h"
+#include "mdplan/IR/Builder.h"
+#include "mdplan/IR/DeployState.h"
+#include "mdplan/IR/OpRegistry.h"
+#include "mdplan/Transforms/Pass.h"
+#include "mdplan/Transforms/PassUtils.h"
+
+using namespace llvm;
+using namespace mdplan;
+
+namespace {
+
+class ApplyOptimizerPass : public Pass {
+public:
+  StringRef getName() const override { return "apply-optimizer"; }
+  Error run(Graph &G, PassContext &Ctx) override;
+};
+
+} // namespace
+
+/// Creates a zero-initialized slot variable colocated with \p Var.
+static Node *createSlot(Graph &G, Node *Var, StringRef Suffix) {
+  std::string Name = (Var->getName() + "/" + Suffix).str();
+  if (G.lookup(Name))
+    return nullptr;
+  Node *Slot = G.createNode(Name, opDef(OpKind::Variable));
+  const TensorType &T = Var->getOutputType(0);
+  Slot->attrs() = Var->attrs();
+  Slot->attrs().set("initializer", "zeros");
+  Slot->attrs().set("trainable", false);
+  Slot->attrs().erase("mirror_of");
+  Slot->setStack(Var->getStack());
+  Slot->setColocateWith(Var);
+  Slot->setRole(NodeRole::Variable);
+  Slot->setLoc(Var->getLoc());
+  Slot->setNumOutputs(1);
+  Slot->setOutputType(0, T);
+  return Slot;
+}
+
+Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
+  if (Error E = requireReplicated(G, getName()))
+    return E;
+  DeployState &S = G.deployState();
+  if (!S.GradientsSummed)
+    return makeError("apply-optimizer needs sum-gradients to run first");
+  if (S.TrainOp)
+    return makeError("apply-optimizer: the train op exists already");
+  const DeploymentConfig &C = Ctx.Config;
+  OptimizerSettings O = C.resolveOptimizer(G.getOptimizer());
+  if (!(O.LearningRate > 0))
+    return makeError(C.originOf("learning_rate"),
+                     "learning rate must be positive");
+
+  for (StringRef Name : {"global_step", "train_op"})
+    if (G.lookup(Name))
+      return makeError("apply-optimizer: a node named '" + Name +
+                       "' exists already");
+
+  // global_step lives on the variables device (a chooser of its own, as
+  // model_deploy calls variables_device() again for it).
+  const DeviceStack *OptStack =
+      G.pushStack(G.getRootStack(), S.OptimizerEntry);
+  GraphBuilder B(G);
+  B.setStack(G.pushStack(OptStack,
+                         createVariablesEntry(G, C, "variables_device")));
+  B.setRole(NodeRole::Variable);
+  AttrDict GA;
+  GA.set("dtype", DType::Int64);
+  GA.set("initializer", "zeros");
+  GA.set("trainable", false);
+  Node *GlobalStep =
+      B.createNamed("global_step", OpKind::Variable, {}, std::move(GA));
+  if (Error E = B.takeError())
+    return E;
+  S.GlobalStep = GlobalStep;
+
+  std::vector<Node *> Updates;
+  B.setStack(OptStack);
+  B.setRole(NodeRole::Optimizer);
+  for (auto &[Var, Grad] : S.SummedGradients) {
+    AttrDict A;
+    A.set("learning_rate", O.LearningRate);
+    A.set("decay_steps", O.DecaySteps);
+    A.set("decay_rate", O.DecayRate);
+    SmallVector<TensorRef, 5> Ins = {TensorRef(Var)};
+    OpKind K = OpKind::ApplyGradientDescent;
+    StringRef Slots[2];
+    switch (O.K) {
+    case OptimizerSettings::Kind::SGD:
+      break;
+    case OptimizerSettings::Kind::Momentum:
+      K = OpKind::ApplyMomentum;
+      Slots[0] = "Momentum";
+      A.set("momentum", O.Momentum);
+      A.set("nesterov", O.Nesterov);
+      break;
+    case OptimizerSettings::Kind::Adam:
+      K = OpKind::ApplyAdam;
+      Slots[0] = "Adam";
+      Slots[1] = "Adam_1";
+      A.set("beta1", O.Beta1);
+      A.set("beta2", O.Beta2);
+      A.set("epsilon", O.Epsilon);
+      break;
+    }
+    for (StringRef Suffix : Slots) {
+      if (Suffix.empty())
+        continue;
+      Node *Slot = createSlot(G, Var, Suffix);
+      if (!Slot)
+        return Var->error("cannot create its optimizer slot '" +
+                          Var->getName() + "/" + Suffix +
+                          "': a node of that name exists");
+      Ins.push_back(TensorRef(Slot));
+    }
+    Ins.push_back(Grad);
+    Ins.push_back(TensorRef(GlobalStep));
+    std::string Name =
+        ("update_" + Var->getName() + "/" + opDef(K).Name).str();
+    Node *U = B.createNamed(G.uniqueName(Name), K, Ins, std::move(A));
+    if (Error E = B.takeError())
+      return E;
+    U->setColocateWith(Var);
+    Updates.push_back(U);
+  }
+
+  // The update ops of the first clone (and of shared nodes).
+  std::vector<Node *> FirstUpdates;
+  for (Node *U : G.collection(Collection::UpdateOps))
+    if (U->getClone() <= 0)
+      FirstUpdates.push_back(U);
+  for (Node *U : FirstUpdates) {
+    Updates.push_back(U);
+    if (C.Strat != Strategy::Mirrored || U->getNumInputs() == 0)
+      continue;
+    // Mirrored: every other copy of the variable gets the first clone's
+    // update too.
+    Node *Var = U->getInput(0).N;
+    auto It = S.Mirrors.find(Var);
+    if (It == S.Mirrors.end())
+      continue;
+    for (unsigned Gp = 1; Gp < It->second.size(); ++Gp) {
+      Node *Copy = It->second[Gp];
+      std::string Name = (U->getName() + "/replica_" + Twine(Gp)).str();
+      if (G.lookup(Name))
+        return U->error("cannot create its mirrored copy '" + Name +
+                        "': a node of that name exists");
+      Node *UC = G.createNode(Name, U->getOp());
+      UC->attrs() = U->attrs();
+      SmallVector<TensorRef, 2> Ins(U->getInputs().begin(),
+                                    U->getInputs().end());
+      Ins[0] = TensorRef(Copy, U->getInput(0).Index);
+      UC->setInputs(Ins);
+      UC->setControlInputs(U->getControlInputs());
+      UC->setColocateWith(Copy);
+      UC->setStack(U->getStack());
+      UC->setRole(U->getRole());
+      UC->setClone(U->getClone());
+      UC->setLoc(U->getLoc());
+      if (Error E = inferNodeShapes(*UC))
+        return E;
+      Updates.push_back(UC);
+    }
+  }
+
+  // global_step += 1 once every update ran; then train_op.
+  AttrDict IA;
+  IA.set("amount", int64_t(1));
+  Node *Inc = B.createNamed("global_step/AssignAdd", OpKind::AssignAdd,
+                            {TensorRef(GlobalStep)}, std::move(IA));
+  if (Error E = B.takeError())
+    return E;
+  Inc->setColocateWith(GlobalStep);
+  for (Node *U : Updates)
+    Inc->addControlInput(U);
+  B.setRole(NodeRole::Loss);
+  Node *Train = S.TotalLoss
+                    ? B.createNamed("train_op", OpKind::Identity,
+                                    {TensorRef(S.TotalLoss)})
+                    : B.createNamed("train_op", OpKind::NoOp, {});
+  if (Error E = B.takeError())
+    return E;
+  for (Node *U : Updates)
+    Train->addControlInput(U);
+  Train->addControlInput(Inc);
+  S.TrainOp = Train;
+  return Error::success();
+}
+
+std::unique_ptr<Pass> mdplan::createApplyOptimizerPass() {
+  return std::make_unique<ApplyOptimizerPass>();
+}

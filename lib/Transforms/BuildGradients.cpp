@@ -1,0 +1,224 @@
+//===- BuildGradients.cpp - Reverse-mode differentiation per clone --------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// For each clone with a loss, differentiates its summed loss with respect to
+// the trainable variables it reads, in reverse topological order, with the
+// gradient rule each op declares next to its shape function. Gradient nodes
+// are named <scope>gradients/<forward name>_grad/... and go on the clone's
+// device (or, with colocate_gradients, with their forward node). Gradients
+// reaching one tensor from several consumers are summed with AddN. Nodes a
+// rule made that no variable's gradient needs are removed again.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/IR/Builder.h"
+#include "mdplan/IR/DeployState.h"
+#include "mdplan/IR/OpRegistry.h"
+#include "mdplan/Transforms/Pass.h"
+#include "mdplan/Transforms/PassUtils.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+using namespace llvm;
+using namespace mdplan;
+
+namespace {
+
+class BuildGradientsPass : public Pass {
+public:
+  StringRef getName() const override { return "build-gradients"; }
+  Error run(Graph &G, PassContext &Ctx) override;
+};
+
+/// Records the nodes it creates; optionally colocates them with the forward
+/// node being differentiated.
+class RecordingGradBuilder : public GradBuilder {
+public:
+  using GradBuilder::GradBuilder;
+  std::vector<Node *> Created;
+  Node *ColocateWith = nullptr;
+
+protected:
+  void onCreate(Node &N) override {
+    Created.push_back(&N);
+    if (ColocateWith)
+      N.setColocateWith(ColocateWith);
+  }
+};
+
+using TensorKey = std::pair<Node *, unsigned>;
+
+} // namespace
+
+/// The part of a name after the clone scope.
+static StringRef stripScope(StringRef Name, StringRef Scope) {
+  if (!Scope.empty() && Name.startswith(Scope))
+    return Name.drop_front(Scope.size());
+  return Name;
+}
+
+static bool isTrainable(const Node &N) {
+  return N.getOp().isVariable() && N.attrs().getBool("trainable", true) &&
+         isFloat(N.getOutputType(0).Elt);
+}
+
+Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
+  if (Error E = requireReplicated(G, getName()))
+    return E;
+  DeployState &S = G.deployState();
+  if (!S.LossesScaled)
+    return makeError("build-gradients needs scale-losses to run first");
+  if (S.GradientsBuilt)
+    return makeError("build-gradients: the gradients are already built");
+
+  for (CloneInfo &CI : S.Clones) {
+    if (!CI.SumLoss)
+      continue;
+    // Nodes the loss depends on, in post-order (inputs first).
+    std::vector<Node *> Order;
+    DenseSet<Node *> Seen;
+    SmallVector<std::pair<Node *, unsigned>, 64> Stack;
+    Stack.push_back({CI.SumLoss, 0});
+    Seen.insert(CI.SumLoss);
+    while (!Stack.empty()) {
+      auto &[N, Next] = Stack.back();
+      if (Next < N->getNumInputs()) {
+        Node *In = N->getInput(Next++).N;
+        if (Seen.insert(In).second)
+          Stack.push_back({In, 0});
+        continue;
+      }
+      Order.push_back(N);
+      Stack.pop_back();
+    }
+    // Nodes that depend on a trainable variable through float tensors.
+    DenseSet<Node *> Relevant;
+    for (Node *N : Order) {
+      if (isTrainable(*N)) {
+        Relevant.insert(N);
+        continue;
+      }
+      for (const TensorRef &In : N->getInputs())
+        if (Relevant.count(In.N) && isFloat(In.type().Elt)) {
+          Relevant.insert(N);
+          break;
+        }
+    }
+    if (!Relevant.count(CI.SumLoss))
+      continue;
+
+    RecordingGradBuilder B(G);
+    B.setStack(CI.Stack);
+    B.setClone(CI.Index);
+    B.setRole(NodeRole::Gradient);
+    std::string Prefix = CI.Scope + "gradients/";
+    DenseMap<TensorKey, SmallVector<TensorRef, 2>> Grads;
+
+    // Sums the gradients that reached one tensor.
+    auto Total = [&](Node *N, unsigned Out) -> TensorRef {
+      auto It = Grads.find({N, Out});
+      if (It == Grads.end() || It->second.empty())
+        return TensorRef();
+      if (It->second.size() == 1)
+        return It->second[0];
+      return B.out(OpKind::AddN, It->second, {},
+                   Out ? "AddN_" + std::to_string(Out) : "AddN");
+    };
+
+    B.setPrefix(StringRef(Prefix).rtrim('/'));
+    const TensorType &LT = CI.SumLoss->getOutputType(0);
+    Grads[{CI.SumLoss, 0}].push_back(
+        B.constant(1.0, LT.Elt, LT.Dims, "grad_ys"));
+
+    for (auto It = Order.rbegin(), E = Order.rend(); It != E; ++It) {
+      Node *N = *It;
+      if (!Relevant.count(N) || N->getOp().isVariable())
+        continue;
+      std::string GradScope =
+          Prefix + stripScope(N->getName(), CI.Scope).str() + "_grad";
+      B.setPrefix(GradScope);
+      B.ColocateWith = Ctx.Config.ColocateGradients ? N : nullptr;
+      SmallVector<TensorRef, 4> OutGrads;
+      bool Any = false;
+      for (unsigned O = 0, NO = N->getNumOutputs(); O != NO; ++O) {
+        OutGrads.push_back(Total(N, O));
+        Any |= bool(OutGrads.back());
+      }
+      if (!Any)
+        continue;
+      const OpDef &Op = N->getOp();
+      if (Op.is(OF_NoGradient))
+        continue;
+      if (!Op.Gradient)
+        return N->error("the loss of clone " + Twine(CI.Index) +
+                        " depends on a trainable variable through this " +
+                        Op.Name + ", which has no gradient rule");
+      SmallVector<TensorRef, 4> InGrads(N->getNumInputs());
+      SmallVector<bool, 4> Needed;
+      for (const TensorRef &In : N->getInputs())
+        Needed.push_back(Relevant.count(In.N) && isFloat(In.type().Elt));
+      B.setNeeded(Needed);
+      if (Error Err = Op.Gradient(B, *N, OutGrads, InGrads))
+        return Err;
+      if (Error Err = B.takeError())
+        return Err;
+      for (unsigned I = 0, NI = N->getNumInputs(); I != NI; ++I) {
+        TensorRef In = N->getInput(I);
+        if (!InGrads[I] || !Relevant.count(In.N) || !isFloat(In.type().Elt))
+          continue;
+        if (!(InGrads[I].type().Dims == In.type().Dims))
+          return N->error("gradient rule of " + Op.Name + " produced " +
+                          InGrads[I].type().str() + " for input " + Twine(I) +
+                          " of type " + In.type().str());
+        Grads[{In.N, In.Index}].push_back(InGrads[I]);
+      }
+    }
+
+    // The gradient of each variable the clone reads.
+    std::vector<Node *> Roots;
+    for (Node *N : Order) {
+      if (!isTrainable(*N) || !Relevant.count(N))
+        continue;
+      B.setPrefix(Prefix + stripScope(N->getName(), CI.Scope).str() + "_grad");
+      B.ColocateWith = nullptr;
+      unsigned Ready = 0;
+      for (const TensorRef &Part : Grads.lookup({N, 0}))
+        Ready = std::max(Ready, Part.N->getId());
+      TensorRef Grad = Total(N, 0);
+      if (Error Err = B.takeError())
+        return Err;
+      if (!Grad)
+        continue;
+      CI.Gradients[N] = Grad;
+      CI.GradientReady[N] = Ready;
+      Roots.push_back(Grad.N);
+    }
+
+    // Drop what the rules made that no gradient needs (e.g. the gradient of
+    // the first layer's input).
+    DenseSet<Node *> Created(B.Created.begin(), B.Created.end());
+    DenseSet<Node *> Needed;
+    SmallVector<Node *, 64> Work(Roots.begin(), Roots.end());
+    for (Node *R : Roots)
+      Needed.insert(R);
+    while (!Work.empty()) {
+      Node *N = Work.pop_back_val();
+      for (const TensorRef &In : N->getInputs())
+        if (Created.count(In.N) && Needed.insert(In.N).second)
+          Work.push_back(In.N);
+    }
+    G.eraseIf([&](const Node &N) {
+      Node *P = const_cast<Node *>(&N);
+      return Created.count(P) && !Needed.count(P);
+    });
+  }
+  S.GradientsBuilt = true;
+  return Error::success();
+}
+
+std::unique_ptr<Pass> mdplan::createBuildGradientsPass() {
+  return std::make_unique<BuildGradientsPass>();
+}

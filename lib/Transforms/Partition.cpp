@@ -1,0 +1,105 @@
+//===- Partition.cpp - Explicit transfers between devices -----------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Every data edge between two devices becomes a Send on the producer's
+// device and a Recv on the consumer's, one pair per tensor and destination
+// (so a variable read by several ops of one device is copied there once per
+// step: model_deploy's caching device). The Recv depends on its Send through
+// a control edge; control edges between devices stay as they are. Both
+// become synchronisation points of the plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/IR/Builder.h"
+#include "mdplan/IR/DeployState.h"
+#include "mdplan/IR/OpRegistry.h"
+#include "mdplan/Transforms/Pass.h"
+#include "mdplan/Transforms/PassUtils.h"
+
+#include <map>
+
+using namespace llvm;
+using namespace mdplan;
+
+namespace {
+
+class PartitionPass : public Pass {
+public:
+  StringRef getName() const override { return "partition"; }
+  Error run(Graph &G, PassContext &Ctx) override;
+};
+
+} // namespace
+
+/// `node` or `node_out<k>` for use inside generated names.
+static std::string tensorNamePart(TensorRef T) {
+  std::string S = T.N->getName().str();
+  if (T.Index)
+    S += "_out" + std::to_string(T.Index);
+  return S;
+}
+
+Error PartitionPass::run(Graph &G, PassContext &Ctx) {
+  for (const auto &N : G.nodes())
+    if (!N->isPlaced())
+      return makeError("partition needs place-devices to run first");
+  DeployState &S = G.deployState();
+  if (S.Partitioned)
+    return makeError("partition: the graph is partitioned already");
+
+  // (tensor, destination device) -> Recv.
+  std::map<std::tuple<Node *, unsigned, int>, Node *> Recvs;
+  std::vector<Node *> Original;
+  for (const auto &N : G.nodes())
+    Original.push_back(N.get());
+  unsigned Channel = 0;
+  for (Node *N : Original) {
+    int Dst = N->getDevice();
+    for (unsigned I = 0, E = N->getNumInputs(); I != E; ++I) {
+      TensorRef In = N->getInput(I);
+      int Src = In.N->getDevice();
+      if (Src == Dst)
+        continue;
+      Node *&Recv = Recvs[{In.N, In.Index, Dst}];
+      if (!Recv) {
+        const DeviceSpec &SrcDev = G.getDevice(Src), &DstDev = G.getDevice(Dst);
+        std::string Part = tensorNamePart(In);
+        Node *Send = G.createNode(
+            G.uniqueName("_send/" + Part + "/to_" + deviceShortName(DstDev)),
+            opDef(OpKind::Send));
+        Send->setInputs({In});
+        Send->attrs().set("channel", int64_t(Channel));
+        Send->attrs().set("to", DstDev.toString());
+        Recv = G.createNode(
+            G.uniqueName("_recv/" + Part + "/on_" + deviceShortName(DstDev)),
+            opDef(OpKind::Recv));
+        Recv->attrs().set("channel", int64_t(Channel));
+        Recv->attrs().set("from", SrcDev.toString());
+        Recv->attrs().set("dtype", In.type().Elt);
+        Recv->attrs().set("shape", In.type().Dims);
+        Recv->addControlInput(Send);
+        ++Channel;
+        for (Node *X : {Send, Recv}) {
+          X->setStack(G.getRootStack());
+          X->setRole(NodeRole::Transfer);
+          X->setLoc(N->getLoc());
+          if (Error Err = inferNodeShapes(*X))
+            return Err;
+        }
+        Send->setDevice(Src);
+        Recv->setDevice(Dst);
+      }
+      N->setInput(I, TensorRef(Recv, 0));
+    }
+  }
+  S.NumChannels = Channel;
+  S.Partitioned = true;
+  return Error::success();
+}
+
+std::unique_ptr<Pass> mdplan::createPartitionPass() {
+  return std::make_unique<PartitionPass>();
+}

@@ -1,0 +1,100 @@
+//===- PassUtils.cpp - Helpers shared by the deployment passes ------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/Transforms/PassUtils.h"
+
+#include "mdplan/IR/OpRegistry.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+using namespace llvm;
+using namespace mdplan;
+
+UseMap mdplan::computeUses(const Graph &G) {
+  UseMap Uses;
+  for (const auto &N : G.nodes())
+    for (unsigned I = 0, E = N->getNumInputs(); I != E; ++I)
+      Uses[N->getInput(I).N].push_back({N.get(), I});
+  return Uses;
+}
+
+size_t mdplan::pruneUnreachable(Graph &G, ArrayRef<Node *> Roots) {
+  DenseSet<const Node *> Live;
+  SmallVector<const Node *, 64> Work;
+  for (Node *R : Roots)
+    if (R && Live.insert(R).second)
+      Work.push_back(R);
+  while (!Work.empty()) {
+    const Node *N = Work.pop_back_val();
+    auto Visit = [&](const Node *M) {
+      if (M && Live.insert(M).second)
+        Work.push_back(M);
+    };
+    for (const TensorRef &In : N->getInputs())
+      Visit(In.N);
+    for (const Node *C : N->getControlInputs())
+      Visit(C);
+    Visit(N->getColocateWith());
+  }
+  size_t Before = G.size();
+  // Control inputs and colocation of live nodes only point to live nodes.
+  G.eraseIf([&](const Node &N) { return !Live.count(&N); });
+  return Before - G.size();
+}
+
+std::vector<Node *> mdplan::reportedSummaries(Graph &G) {
+  std::vector<Node *> R;
+  for (Node *N : G.collection(Collection::Summaries))
+    if (N->getClone() <= 0)
+      R.push_back(N);
+  return R;
+}
+
+std::vector<TensorRef> mdplan::programOutputs(Graph &G) {
+  std::vector<TensorRef> R;
+  if (G.hasDeployState()) {
+    DeployState &S = G.deployState();
+    if (S.TotalLoss)
+      R.push_back(TensorRef(S.TotalLoss));
+    if (S.TrainOp && S.TrainOp->getNumOutputs())
+      R.push_back(TensorRef(S.TrainOp));
+  }
+  for (Node *N : reportedSummaries(G))
+    R.push_back(N->getInput(0));
+  for (const auto &[Name, T] : G.outputs())
+    R.push_back(T);
+  return R;
+}
+
+SmallVector<unsigned, 3> mdplan::writtenInputs(const Node &N) {
+  SmallVector<unsigned, 3> R;
+  if (!N.getOp().is(OF_UpdatesInput0))
+    return R;
+  R.push_back(0);
+  switch (N.getOp().Kind) {
+  case OpKind::ApplyMomentum:
+    R.push_back(1);
+    break;
+  case OpKind::ApplyAdam:
+    R.push_back(1);
+    R.push_back(2);
+    break;
+  default:
+    break;
+  }
+  return R;
+}
+
+std::string mdplan::deviceShortName(const DeviceSpec &D) {
+  std::string S;
+  if (D.Job)
+    S += *D.Job + "_";
+  if (D.Task)
+    S += std::to_string(*D.Task) + "_";
+  S += D.Type ? *D.Type : std::string("ANY");
+  S += "_" + (D.Index ? std::to_string(*D.Index) : std::string("0"));
+  return S;
+}

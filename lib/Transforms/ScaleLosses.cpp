@@ -1,0 +1,144 @@
+//===- ScaleLosses.cpp - Gather and scale each clone's loss ---------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// model_deploy's _gather_clone_loss, per clone, on the clone's device:
+//
+//   <scope>clone_loss          = add_n(losses of the clone)
+//   <scope>scaled_clone_loss   = clone_loss / num_clones   (num_clones > 1)
+//   <scope>regularization_loss = add_n(regularization losses)  (first clone)
+//   <scope>sum_loss            = add_n(the above)
+//
+// and, on the optimizer device, total_loss = add_n(sum_loss of every clone).
+// Scalar summaries <scope>clone_loss, regularization_loss and total_loss go
+// to the host CPU. A clone without losses contributes nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/IR/Builder.h"
+#include "mdplan/IR/DeployState.h"
+#include "mdplan/Transforms/Pass.h"
+#include "mdplan/Transforms/PassUtils.h"
+
+using namespace llvm;
+using namespace mdplan;
+
+namespace {
+
+class ScaleLossesPass : public Pass {
+public:
+  StringRef getName() const override { return "scale-losses"; }
+  Error run(Graph &G, PassContext &Ctx) override;
+
+};
+
+} // namespace
+
+/// Adds a scalar summary of \p Value tagged \p Tag on the optimizer device.
+static void addSummary(Graph &G, DeployState &S, TensorRef Value,
+                       StringRef Tag, int Clone) {
+  GraphBuilder B(G);
+  B.setStack(G.pushStack(G.getRootStack(), S.OptimizerEntry));
+  B.setRole(NodeRole::Summary);
+  B.setClone(Clone);
+  AttrDict A;
+  A.set("tag", Tag);
+  Node *N = B.createNamed(G.uniqueName((Tag + "/summary").str()),
+                          OpKind::ScalarSummary, {Value}, std::move(A));
+  if (N)
+    G.collection(Collection::Summaries).insert(N);
+  consumeError(B.takeError());
+}
+
+Error ScaleLossesPass::run(Graph &G, PassContext &Ctx) {
+  DeployState &S = G.deployState();
+  if (Error E = requireReplicated(G, getName()))
+    return E;
+  if (S.LossesScaled)
+    return makeError("scale-losses: the losses are already gathered");
+  int NumClones = int(S.Clones.size());
+
+  // Losses by clone (the collection holds every clone's, in clone order).
+  std::vector<SmallVector<TensorRef, 4>> Losses(NumClones);
+  for (Node *N : G.collection(Collection::Losses)) {
+    if (N->getClone() < 0)
+      return N->error("is a loss but is not part of the replicated model; "
+                      "losses must be computed by the clones");
+    const TensorType &T = N->getOutputType(0);
+    if (!isFloat(T.Elt) || T.Dims.numElements() != 1)
+      return N->error("a loss must be a float scalar, got " + T.str());
+    Losses[N->getClone()].push_back(TensorRef(N, 0));
+  }
+  SmallVector<TensorRef, 4> RegLosses;
+  for (Node *N : G.collection(Collection::RegularizationLosses)) {
+    const TensorType &T = N->getOutputType(0);
+    if (!isFloat(T.Elt) || T.Dims.numElements() != 1)
+      return N->error("a regularization loss must be a float scalar, got " +
+                      T.str());
+    RegLosses.push_back(TensorRef(N, 0));
+  }
+
+  SmallVector<TensorRef, 8> SumLosses;
+  bool RegPending = !RegLosses.empty();
+  for (CloneInfo &CI : S.Clones) {
+    GraphBuilder B(G);
+    B.setPrefix(StringRef(CI.Scope).rtrim('/'));
+    B.setStack(CI.Stack);
+    B.setClone(CI.Index);
+    B.setRole(NodeRole::Loss);
+    SmallVector<TensorRef, 2> All;
+    TensorRef CloneLoss, RegLoss;
+    if (!Losses[CI.Index].empty()) {
+      CloneLoss = B.out(OpKind::AddN, Losses[CI.Index], {}, "clone_loss");
+      if (NumClones > 1) {
+        TensorRef N = B.constant(double(NumClones), CloneLoss.type().Elt, {},
+                                 "scaled_clone_loss/y");
+        CloneLoss = B.out(OpKind::Div, {CloneLoss, N}, {}, "scaled_clone_loss");
+      }
+      All.push_back(CloneLoss);
+    }
+    // Regularization goes to the first clone that has a loss; model_deploy
+    // adds it to the first clone, which always has one.
+    if (RegPending && !All.empty()) {
+      RegLoss = B.out(OpKind::AddN, RegLosses, {}, "regularization_loss");
+      All.push_back(RegLoss);
+      S.RegularizationLoss = RegLoss.N;
+      RegPending = false;
+    }
+    if (All.empty())
+      continue;
+    TensorRef Sum = All.size() == 1 ? All[0]
+                                    : B.out(OpKind::AddN, All, {}, "sum_loss");
+    if (Error E = B.takeError())
+      return E;
+    CI.SumLoss = Sum.N;
+    SumLosses.push_back(Sum);
+    if (CloneLoss)
+      addSummary(G, S, CloneLoss, (CI.Scope + "clone_loss").c_str(),
+                 CI.Index);
+    if (RegLoss)
+      addSummary(G, S, RegLoss, "regularization_loss", CI.Index);
+  }
+  if (SumLosses.empty()) {
+    S.LossesScaled = true;
+    return Error::success();
+  }
+  GraphBuilder B(G);
+  B.setStack(G.pushStack(G.getRootStack(), S.OptimizerEntry));
+  B.setRole(NodeRole::Loss);
+  if (G.lookup("total_loss"))
+    return makeError("scale-losses: a node named 'total_loss' exists already");
+  Node *Total = B.createNamed("total_loss", OpKind::AddN, SumLosses);
+  if (Error E = B.takeError())
+    return E;
+  S.TotalLoss = Total;
+  addSummary(G, S, TensorRef(Total), "total_loss", -1);
+  S.LossesScaled = true;
+  return Error::success();
+}
+
+std::unique_ptr<Pass> mdplan::createScaleLossesPass() {
+  return std::make_unique<ScaleLossesPass>();
+}

@@ -1,0 +1,166 @@
+//===- Schedule.cpp - One ordered kernel list per device ------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Orders the kernels of every device. First the ordering constraints the
+// data edges do not express are added as control edges:
+//  - write after read: an op that updates a variable in place runs after
+//    every other reader of the variable on its device and after the Recv of
+//    every copy sent elsewhere (reads see the value from before the step's
+//    updates);
+//  - collectives: a device's all-reduces run in bucket order, the same order
+//    on every device.
+// Then one topological order of the whole graph is taken, sends and
+// collectives first among the ready nodes (so communication starts as early
+// as possible), ties broken by graph order; each device's list is that order
+// restricted to the device. Control edges between devices are the plan's
+// synchronisation points.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/IR/DeployState.h"
+#include "mdplan/IR/OpRegistry.h"
+#include "mdplan/IR/Verifier.h"
+#include "mdplan/Transforms/Pass.h"
+#include "mdplan/Transforms/PassUtils.h"
+
+#include <queue>
+
+using namespace llvm;
+using namespace mdplan;
+
+namespace {
+
+class SchedulePass : public Pass {
+public:
+  StringRef getName() const override { return "schedule"; }
+  Error run(Graph &G, PassContext &Ctx) override;
+};
+
+} // namespace
+
+/// Nodes that become kernels. Variables, constants and inputs are buffers
+/// ready before the step; summaries are read after it.
+static bool hasKernel(const Node &N) {
+  const OpDef &Op = N.getOp();
+  return !Op.isVariable() && !Op.is(OF_Constant) && !Op.is(OF_Input) &&
+         !Op.is(OF_Summary);
+}
+
+/// True when \p R writes input \p Var in place.
+static bool writesVariable(const Node &R, const Node *Var) {
+  for (unsigned I : writtenInputs(R))
+    if (R.getInput(I).N == Var)
+      return true;
+  return false;
+}
+
+Error SchedulePass::run(Graph &G, PassContext &Ctx) {
+  DeployState &S = G.deployState();
+  if (!S.Partitioned)
+    return makeError("schedule needs partition to run first");
+  if (S.Scheduled)
+    return makeError("schedule: the graph is scheduled already");
+
+  UseMap Uses = computeUses(G);
+  DenseMap<Node *, SmallVector<Node *, 2>> RecvsOf;
+  for (const auto &N : G.nodes())
+    if (isa(*N, OpKind::Recv))
+      for (Node *C : N->getControlInputs())
+        if (isa(*C, OpKind::Send))
+          RecvsOf[C].push_back(N.get());
+
+  // Write after read.
+  for (const auto &WP : G.nodes()) {
+    Node *W = WP.get();
+    for (unsigned Idx : writtenInputs(*W)) {
+      Node *Var = W->getInput(Idx).N;
+      if (!Var->getOp().isVariable())
+        return W->error("writes input " + Twine(Idx) + " in place, but '" +
+                        Var->getName() + "' is not a variable");
+      for (auto &[R, J] : Uses.lookup(Var)) {
+        if (R == W)
+          continue;
+        if (writesVariable(*R, Var)) {
+          // Two writers: graph order decides.
+          if (R->getId() < W->getId())
+            W->addControlInput(R);
+          continue;
+        }
+        W->addControlInput(R);
+        for (Node *Recv : RecvsOf.lookup(R))
+          W->addControlInput(Recv);
+      }
+    }
+  }
+
+  // Collectives in bucket order on every device.
+  std::map<int, std::vector<Node *>> Collectives;
+  for (const auto &N : G.nodes())
+    if (N->getOp().is(OF_Collective))
+      Collectives[N->getDevice()].push_back(N.get());
+  for (auto &[Dev, List] : Collectives) {
+    std::stable_sort(List.begin(), List.end(), [](Node *A, Node *B) {
+      return A->attrs().getInt("bucket") < B->attrs().getInt("bucket");
+    });
+    for (unsigned I = 1; I < List.size(); ++I)
+      List[I]->addControlInput(List[I - 1]);
+  }
+
+  // One global order; communication first among ready nodes.
+  DenseMap<Node *, unsigned> Pending;
+  DenseMap<Node *, SmallVector<Node *, 4>> Users;
+  for (const auto &NP : G.nodes()) {
+    Node *N = NP.get();
+    unsigned Count = 0;
+    for (const TensorRef &In : N->getInputs()) {
+      Users[In.N].push_back(N);
+      ++Count;
+    }
+    for (Node *C : N->getControlInputs()) {
+      Users[C].push_back(N);
+      ++Count;
+    }
+    Pending[N] = Count;
+  }
+  auto Key = [](Node *N) {
+    bool Comm = isa(*N, OpKind::Send) || N->getOp().is(OF_Collective);
+    return std::make_pair(Comm ? 0u : 1u, N->getId());
+  };
+  auto Cmp = [&](Node *A, Node *B) { return Key(A) > Key(B); };
+  std::priority_queue<Node *, std::vector<Node *>, decltype(Cmp)> Ready(Cmp);
+  for (const auto &NP : G.nodes())
+    if (Pending[NP.get()] == 0)
+      Ready.push(NP.get());
+  S.Schedules.assign(G.getDevices().size(), {});
+  size_t Done = 0;
+  while (!Ready.empty()) {
+    Node *N = Ready.top();
+    Ready.pop();
+    ++Done;
+    if (hasKernel(*N))
+      S.Schedules[N->getDevice()].push_back(N);
+    for (Node *U : Users.lookup(N))
+      if (--Pending[U] == 0)
+        Ready.push(U);
+  }
+  if (Done != G.size()) {
+    // A variable read after its update in the same step, typically.
+    auto Order = topologicalOrder(G);
+    if (!Order)
+      return appendToMessage(
+          Order.takeError(),
+          " (reads of a variable see its value from before the step's "
+          "updates, so no read may depend on an update of the same "
+          "variable)");
+    return makeError("schedule: internal error: not every node was ordered");
+  }
+  S.Scheduled = true;
+  return Error::success();
+}
+
+std::unique_ptr<Pass> mdplan::createSchedulePass() {
+  return std::make_unique<SchedulePass>();
+}

@@ -1,0 +1,221 @@
+//===- SumGradients.cpp - Combine the clones' gradients -------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// ps strategy (model_deploy's _sum_clones_gradients): per trainable
+// variable, the clones' gradients are summed with AddN named
+// <variable>/sum_grads on the optimizer device; a single gradient passes
+// through; a variable without one gets no update.
+//
+// mirrored strategy: the gradients of the clones sharing a device are added
+// on that device, then one AllReduce node per bucket and device sums them
+// across devices. Buckets are filled in reverse order of the backward pass
+// (the gradients ready first go first): the first up to first-bucket-bytes,
+// the next ones up to bucket-bytes (a bucket closes once it reaches its
+// size; 0 puts every variable in a bucket of its own). Every device lists
+// the buckets, and the variables in them, in the same order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/IR/Builder.h"
+#include "mdplan/IR/DeployState.h"
+#include "mdplan/IR/OpRegistry.h"
+#include "mdplan/Transforms/Pass.h"
+#include "mdplan/Transforms/PassUtils.h"
+
+#include <optional>
+
+using namespace llvm;
+using namespace mdplan;
+
+namespace {
+
+class SumGradientsPass : public Pass {
+public:
+  StringRef getName() const override { return "sum-gradients"; }
+  Error setOption(StringRef Key, StringRef Value) override {
+    int64_t V;
+    if (Key != "first-bucket-bytes" && Key != "bucket-bytes")
+      return Pass::setOption(Key, Value);
+    if (Value.getAsInteger(10, V) || V < 0)
+      return makeError("sum-gradients: " + Key +
+                       " must be a non-negative integer, got '" + Value + "'");
+    (Key == "bucket-bytes" ? Bucket : FirstBucket) = V;
+    return Error::success();
+  }
+  Error run(Graph &G, PassContext &Ctx) override;
+
+private:
+  Error runPs(Graph &G, DeployState &S);
+  Error runMirrored(Graph &G, DeployState &S, int64_t First, int64_t Rest);
+
+  std::optional<int64_t> FirstBucket, Bucket;
+};
+
+} // namespace
+
+Error SumGradientsPass::runPs(Graph &G, DeployState &S) {
+  // Variables in the order the first clone met them, then any other.
+  MapVector<Node *, SmallVector<TensorRef, 4>> ByVar;
+  for (const CloneInfo &CI : S.Clones)
+    for (const auto &[Var, Grad] : CI.Gradients)
+      ByVar[Var].push_back(Grad);
+  GraphBuilder B(G);
+  B.setStack(G.pushStack(G.getRootStack(), S.OptimizerEntry));
+  B.setRole(NodeRole::Optimizer);
+  for (auto &[Var, Grads] : ByVar) {
+    if (Grads.size() == 1) {
+      S.SummedGradients[Var] = Grads[0];
+      continue;
+    }
+    std::string Name = (Var->getName() + "/sum_grads").str();
+    if (G.lookup(Name))
+      return Var->error("cannot create '" + Name +
+                        "': a node of that name exists");
+    Node *Sum = B.createNamed(Name, OpKind::AddN, Grads);
+    if (Error E = B.takeError())
+      return E;
+    S.SummedGradients[Var] = TensorRef(Sum, 0);
+  }
+  return Error::success();
+}
+
+Error SumGradientsPass::runMirrored(Graph &G, DeployState &S, int64_t First,
+                                   int64_t Rest) {
+  // The variables (copy 0) with a gradient anywhere, and the gradient of
+  // each device group, summed over the group's clones.
+  struct VarGrads {
+    Node *Var;                             // copy 0
+    SmallVector<TensorRef, 4> PerGroup;    // one per device group
+    unsigned Ready = 0;                    // creation order of its gradient
+  };
+  MapVector<Node *, VarGrads> Vars;
+  std::vector<SmallVector<const CloneInfo *, 4>> GroupClones(S.NumDeviceGroups);
+  for (const CloneInfo &CI : S.Clones)
+    GroupClones[CI.DeviceGroup].push_back(&CI);
+
+  auto CopyZero = [&](Node *V) -> Node * {
+    auto It = S.MirrorOf.find(V);
+    return It == S.MirrorOf.end() ? V : It->second;
+  };
+  for (const CloneInfo &CI : S.Clones)
+    for (const auto &[Var, Grad] : CI.Gradients) {
+      VarGrads &VG = Vars[CopyZero(Var)];
+      VG.Var = CopyZero(Var);
+      VG.PerGroup.resize(S.NumDeviceGroups);
+      if (CI.Index == 0)
+        VG.Ready = CI.GradientReady.lookup(Var);
+    }
+
+  for (auto &[V, VG] : Vars) {
+    for (int Gp = 0; Gp < S.NumDeviceGroups; ++Gp) {
+      const CloneInfo &Lead = *GroupClones[Gp][0];
+      Node *Copy = S.copyFor(V, Lead);
+      SmallVector<TensorRef, 4> Local;
+      for (const CloneInfo *CI : GroupClones[Gp]) {
+        auto It = CI->Gradients.find(Copy);
+        if (It != CI->Gradients.end())
+          Local.push_back(It->second);
+      }
+      GraphBuilder B(G);
+      B.setStack(Lead.Stack);
+      B.setClone(Lead.Index);
+      B.setRole(NodeRole::Optimizer);
+      if (Local.empty()) {
+        // This device's clones do not depend on the variable; it still takes
+        // part in the all-reduce with zeros.
+        const TensorType &T = V->getOutputType(0);
+        Local.push_back(B.constant(0.0, T.Elt, T.Dims,
+                                   (Copy->getName() + "/zero_grads").str()));
+      }
+      TensorRef Sum = Local[0];
+      if (Local.size() > 1) {
+        std::string Name = (Copy->getName() + "/sum_grads").str();
+        if (G.lookup(Name))
+          return V->error("cannot create '" + Name +
+                          "': a node of that name exists");
+        Sum = TensorRef(B.createNamed(Name, OpKind::AddN, Local), 0);
+      }
+      if (Error E = B.takeError())
+        return E;
+      VG.PerGroup[Gp] = Sum;
+    }
+  }
+
+  if (S.NumDeviceGroups == 1) {
+    for (auto &[V, VG] : Vars)
+      S.SummedGradients[V] = VG.PerGroup[0];
+    return Error::success();
+  }
+
+  // Buckets, filled in the order gradients become ready (reverse backward).
+  std::vector<VarGrads *> ByReady;
+  for (auto &[V, VG] : Vars)
+    ByReady.push_back(&VG);
+  std::stable_sort(ByReady.begin(), ByReady.end(),
+                   [](const VarGrads *A, const VarGrads *B) {
+                     return A->Ready < B->Ready;
+                   });
+  std::vector<std::vector<VarGrads *>> Buckets;
+  int64_t Filled = 0;
+  for (VarGrads *VG : ByReady) {
+    int64_t Cap = Buckets.size() <= 1 ? First : Rest;
+    if (Buckets.empty() || Cap == 0 || Filled >= Cap) {
+      Buckets.emplace_back();
+      Filled = 0;
+    }
+    Buckets.back().push_back(VG);
+    Filled += VG->Var->getOutputType(0).byteSize();
+  }
+
+  std::vector<std::string> Devices;
+  for (int Gp = 0; Gp < S.NumDeviceGroups; ++Gp)
+    Devices.push_back(GroupClones[Gp][0]->Device.toString());
+  for (unsigned Bk = 0; Bk < Buckets.size(); ++Bk) {
+    for (int Gp = 0; Gp < S.NumDeviceGroups; ++Gp) {
+      const CloneInfo &Lead = *GroupClones[Gp][0];
+      SmallVector<TensorRef, 8> Ins;
+      for (VarGrads *VG : Buckets[Bk])
+        Ins.push_back(VG->PerGroup[Gp]);
+      GraphBuilder B(G);
+      B.setStack(Lead.Stack);
+      B.setClone(Lead.Index);
+      B.setRole(NodeRole::Optimizer);
+      AttrDict A;
+      A.set("group", "gradients");
+      A.set("bucket", int64_t(Bk));
+      A.set("devices", Devices);
+      std::string Name = "allreduce/bucket_" + std::to_string(Bk) +
+                         "/replica_" + std::to_string(Gp);
+      Node *AR = B.createNamed(G.uniqueName(Name), OpKind::AllReduce, Ins,
+                               std::move(A));
+      if (Error E = B.takeError())
+        return E;
+      for (unsigned I = 0; I < Buckets[Bk].size(); ++I)
+        S.SummedGradients[S.copyFor(Buckets[Bk][I]->Var, Lead)] =
+            TensorRef(AR, I);
+    }
+  }
+  return Error::success();
+}
+
+Error SumGradientsPass::run(Graph &G, PassContext &Ctx) {
+  if (Error E = requireReplicated(G, getName()))
+    return E;
+  DeployState &S = G.deployState();
+  if (!S.GradientsBuilt)
+    return makeError("sum-gradients needs build-gradients to run first");
+  if (S.GradientsSummed)
+    return makeError("sum-gradients: the gradients are already summed");
+  S.GradientsSummed = true;
+  if (Ctx.Config.Strat == Strategy::Mirrored)
+    return runMirrored(G, S, FirstBucket.value_or(Ctx.Config.FirstBucketBytes),
+                       Bucket.value_or(Ctx.Config.BucketBytes));
+  return runPs(G, S);
+}
+
+std::unique_ptr<Pass> mdplan::createSumGradientsPass() {
+  return std::make_unique<SumGradientsPass>();
+}

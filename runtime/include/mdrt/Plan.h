@@ -1,0 +1,70 @@
+//===- Plan.h - Loading, verifying and printing plans -----------*- C++ -*-===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The runtime-facing side of the plan format (schema/plan.fbs). It needs
+// the FlatBuffers headers only: no LLVM, no Protobuf. mdplan links it too,
+// to print the plans it writes exactly as mdrun reads them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MDRT_PLAN_H
+#define MDRT_PLAN_H
+
+#include "mdrt/Status.h"
+
+#include "mdplan/plan_generated.h"
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace mdrt {
+
+/// The plan format version this runtime reads and mdplan writes.
+constexpr uint32_t kPlanVersion = 1;
+
+namespace fb = mdplan::plan;
+
+/// Checks \p Size bytes at \p Data: the FlatBuffers verifier (structure,
+/// file identifier), then the plan's own rules: version, buffer ids, sizes
+/// and offsets inside their device's memory, views inside their root,
+/// variables and constants on persistent buffers, kernel signatures, waits
+/// naming kernels of other devices, inputs and outputs. Never crashes on
+/// any input.
+Status verifyPlan(const uint8_t *Data, size_t Size);
+
+/// A verified plan owning its bytes.
+class PlanFile {
+public:
+  /// Reads and verifies \p Path.
+  static StatusOr<std::unique_ptr<PlanFile>> load(const std::string &Path);
+  /// Verifies \p Bytes; \p Name is used in messages.
+  static StatusOr<std::unique_ptr<PlanFile>>
+  fromBytes(std::vector<uint8_t> Bytes, const std::string &Name);
+
+  const fb::Plan &plan() const { return *fb::GetPlan(Bytes.data()); }
+  const std::vector<uint8_t> &bytes() const { return Bytes; }
+  const std::string &name() const { return Name; }
+
+  /// The program named \p Name, or null.
+  const fb::Program *program(const std::string &Name) const;
+
+private:
+  std::vector<uint8_t> Bytes;
+  std::string Name;
+};
+
+/// Prints \p P in the text form of `mdplan --emit=plan-text`.
+void printPlanText(const fb::Plan &P, std::ostream &OS);
+
+/// "1.5 MiB" style.
+std::string formatBytes(uint64_t Bytes);
+
+} // namespace mdrt
+
+#endif // MDRT_PLAN_H

@@ -1,0 +1,394 @@
+//===- Plan.cpp - Loading and verifying plans -----------------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdrt/Plan.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+
+using namespace mdrt;
+
+namespace {
+
+/// Number of inputs and outputs an op's kernel takes. -1 = any.
+struct Signature {
+  int MinIn, MaxIn, MinOut, MaxOut;
+};
+
+const std::map<std::string, Signature> &signatures() {
+  static const std::map<std::string, Signature> Sigs = {
+      {"Identity", {1, 1, 1, 1}},
+      {"NoOp", {0, 0, 0, 0}},
+      {"BatchSlice", {1, 1, 1, 1}},
+      {"Reshape", {1, 1, 1, 1}},
+      {"Cast", {1, 1, 1, 1}},
+      {"MatMul", {2, 2, 1, 1}},
+      {"BiasAdd", {2, 2, 1, 1}},
+      {"Add", {2, 2, 1, 1}},
+      {"Sub", {2, 2, 1, 1}},
+      {"Mul", {2, 2, 1, 1}},
+      {"Div", {2, 2, 1, 1}},
+      {"AddN", {1, -1, 1, 1}},
+      {"Neg", {1, 1, 1, 1}},
+      {"Square", {1, 1, 1, 1}},
+      {"Relu", {1, 1, 1, 1}},
+      {"Sigmoid", {1, 1, 1, 1}},
+      {"Tanh", {1, 1, 1, 1}},
+      {"Softmax", {1, 1, 1, 1}},
+      {"SparseSoftmaxCrossEntropy", {2, 2, 2, 2}},
+      {"LogLoss", {2, 2, 1, 1}},
+      {"L2Loss", {1, 1, 1, 1}},
+      {"Mean", {1, 1, 1, 1}},
+      {"Sum", {1, 1, 1, 1}},
+      {"Accuracy", {2, 2, 1, 1}},
+      {"Conv2D", {2, 2, 1, 1}},
+      {"MaxPool", {1, 1, 1, 1}},
+      {"BatchNorm", {2, 3, 3, 3}},
+      {"BatchNormInference", {4, 5, 1, 1}},
+      {"Dropout", {1, 1, 2, 2}},
+      {"ReluGrad", {2, 2, 1, 1}},
+      {"SigmoidGrad", {2, 2, 1, 1}},
+      {"TanhGrad", {2, 2, 1, 1}},
+      {"SoftmaxGrad", {2, 2, 1, 1}},
+      {"BiasAddGrad", {1, 1, 1, 1}},
+      {"SumToShape", {1, 1, 1, 1}},
+      {"BroadcastGrad", {1, 1, 1, 1}},
+      {"LogLossGrad", {3, 3, 1, 1}},
+      {"Conv2DBackpropInput", {2, 2, 1, 1}},
+      {"Conv2DBackpropFilter", {2, 2, 1, 1}},
+      {"MaxPoolGrad", {3, 3, 1, 1}},
+      {"BatchNormGrad", {4, 5, 3, 3}},
+      {"AssignMovingAverage", {2, 2, 0, 0}},
+      {"AssignAdd", {1, 1, 0, 0}},
+      {"ApplyGradientDescent", {3, 3, 0, 0}},
+      {"ApplyMomentum", {4, 4, 0, 0}},
+      {"ApplyAdam", {5, 5, 0, 0}},
+      {"Send", {1, 1, 0, 0}},
+      {"Recv", {0, 0, 1, 1}},
+      {"AllReduce", {1, -1, 1, -1}},
+  };
+  return Sigs;
+}
+
+/// Collects the first problem found.
+class Checker {
+public:
+  explicit Checker(const fb::Plan &P) : P(P) {}
+  Status run();
+
+private:
+  Status fail(const std::string &Msg) { return Status::error(Msg); }
+  Status checkDevices();
+  Status checkBuffers();
+  Status checkVariables();
+  Status checkProgram(const fb::Program &Prog, unsigned Index);
+  Status bufferId(uint32_t Id, const std::string &What) {
+    if (Id >= NumBuffers)
+      return fail(What + " names buffer " + std::to_string(Id) +
+                  ", but the plan has " + std::to_string(NumBuffers));
+    return Status::ok();
+  }
+  std::string bufName(uint32_t Id) const {
+    const fb::Buffer *B = P.buffers()->Get(Id);
+    return "buffer " + std::to_string(Id) + " ('" + B->name()->str() + "')";
+  }
+
+  const fb::Plan &P;
+  uint32_t NumDevices = 0;
+  uint32_t NumBuffers = 0;
+};
+
+} // namespace
+
+static uint64_t elementSize(fb::DType T) {
+  switch (T) {
+  case fb::DType::Float32:
+  case fb::DType::Int32:
+    return 4;
+  case fb::DType::Float64:
+  case fb::DType::Int64:
+    return 8;
+  case fb::DType::Bool:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+Status Checker::checkDevices() {
+  if (!P.devices() || P.devices()->size() == 0)
+    return fail("the plan has no devices");
+  NumDevices = P.devices()->size();
+  std::set<std::string> Names;
+  for (uint32_t I = 0; I < NumDevices; ++I) {
+    const fb::Device *D = P.devices()->Get(I);
+    if (!D->name() || !Names.insert(D->name()->str()).second)
+      return fail("device " + std::to_string(I) +
+                  " has no name or repeats another's");
+    if (D->kind() != fb::DeviceKind::CPU && D->kind() != fb::DeviceKind::GPU)
+      return fail("device '" + D->name()->str() + "' has an unknown kind");
+    if (D->index() < 0)
+      return fail("device '" + D->name()->str() + "' has a negative index");
+  }
+  return Status::ok();
+}
+
+Status Checker::checkBuffers() {
+  if (!P.buffers())
+    return Status::ok();
+  NumBuffers = P.buffers()->size();
+  for (uint32_t I = 0; I < NumBuffers; ++I) {
+    const fb::Buffer *B = P.buffers()->Get(I);
+    std::string Name = "buffer " + std::to_string(I);
+    if (B->device() >= NumDevices)
+      return fail(Name + " is on device " + std::to_string(B->device()) +
+                  ", but the plan has " + std::to_string(NumDevices));
+    uint64_t Elt = elementSize(B->dtype());
+    if (!Elt)
+      return fail(Name + " has an invalid element type");
+    uint64_t N = 1;
+    if (B->shape())
+      for (int64_t D : *B->shape()) {
+        if (D < 0 || D > (int64_t(1) << 40))
+          return fail(Name + " has an invalid dimension " + std::to_string(D));
+        N *= uint64_t(D);
+        if (N > (uint64_t(1) << 40))
+          return fail(Name + " is too large");
+      }
+    if (N * Elt != B->bytes())
+      return fail(Name + " holds " + std::to_string(B->bytes()) +
+                  " bytes, but its type needs " + std::to_string(N * Elt));
+    const fb::Device *D = P.devices()->Get(B->device());
+    uint64_t Limit = B->persistent() ? D->persistent_bytes() : D->arena_bytes();
+    if (B->offset() > Limit || B->bytes() > Limit - B->offset())
+      return fail(Name + " (" + std::to_string(B->offset()) + " + " +
+                  std::to_string(B->bytes()) + " bytes) does not fit the " +
+                  (B->persistent() ? "persistent region" : "arena") + " of " +
+                  D->name()->str() + " (" + std::to_string(Limit) +
+                  " bytes)");
+    if (B->alias_of() >= 0) {
+      if (uint32_t(B->alias_of()) >= I)
+        return fail(Name + " is a view of a later buffer");
+      const fb::Buffer *R = P.buffers()->Get(B->alias_of());
+      if (R->device() != B->device() || R->persistent() != B->persistent() ||
+          B->offset() < R->offset() ||
+          B->offset() + B->bytes() > R->offset() + R->bytes())
+        return fail(Name + " is a view outside its root buffer");
+    }
+  }
+  return Status::ok();
+}
+
+Status Checker::checkVariables() {
+  if (P.variables())
+    for (uint32_t I = 0; I < P.variables()->size(); ++I) {
+      const fb::Variable *V = P.variables()->Get(I);
+      std::string Name = "variable '" + V->name()->str() + "'";
+      MDRT_RETURN_IF_ERROR(bufferId(V->buffer(), Name));
+      const fb::Buffer *B = P.buffers()->Get(V->buffer());
+      if (!B->persistent())
+        return fail(Name + " is not in persistent memory");
+      if (V->init() > fb::InitKind::MAX)
+        return fail(Name + " has an unknown initializer");
+      if (V->mirror_of() >= 0) {
+        if (uint32_t(V->mirror_of()) >= P.variables()->size())
+          return fail(Name + " mirrors a variable that does not exist");
+        const fb::Buffer *M =
+            P.buffers()->Get(P.variables()->Get(V->mirror_of())->buffer());
+        if (M->bytes() != B->bytes() || M->dtype() != B->dtype())
+          return fail(Name + " mirrors a variable of another type");
+      }
+    }
+  if (P.constants())
+    for (uint32_t I = 0; I < P.constants()->size(); ++I) {
+      const fb::Constant *C = P.constants()->Get(I);
+      std::string Name = "constant " + std::to_string(I);
+      MDRT_RETURN_IF_ERROR(bufferId(C->buffer(), Name));
+      const fb::Buffer *B = P.buffers()->Get(C->buffer());
+      if (!B->persistent())
+        return fail(Name + " is not in persistent memory");
+      uint64_t N = B->bytes() / elementSize(B->dtype());
+      size_t NV = C->values() ? C->values()->size() : 0;
+      if (NV != 1 && NV != N)
+        return fail(Name + " has " + std::to_string(NV) + " values for " +
+                    std::to_string(N) + " elements");
+    }
+  return Status::ok();
+}
+
+Status Checker::checkProgram(const fb::Program &Prog, unsigned Index) {
+  std::string PName = Prog.name()->str();
+  // Kernel ids and their devices.
+  std::vector<uint32_t> KernelDevice;
+  if (Prog.devices())
+    for (const fb::DeviceProgram *DP : *Prog.devices()) {
+      if (DP->device() >= NumDevices)
+        return fail("program '" + PName + "' runs on a device that does not "
+                                          "exist");
+      if (DP->kernels())
+        for (size_t K = 0; K < DP->kernels()->size(); ++K)
+          KernelDevice.push_back(DP->device());
+    }
+  std::set<uint32_t> Waited;
+  uint32_t Id = 0;
+  if (Prog.devices())
+    for (const fb::DeviceProgram *DP : *Prog.devices()) {
+      const fb::Device *Dev = P.devices()->Get(DP->device());
+      if (!DP->kernels())
+        continue;
+      for (const fb::Kernel *K : *DP->kernels()) {
+        std::string KName = "kernel '" + K->name()->str() + "' (" +
+                            K->op()->str() + ") of program '" + PName + "'";
+        auto Sig = signatures().find(K->op()->str());
+        if (Sig == signatures().end())
+          return fail(KName + ": unknown op");
+        int NI = K->inputs() ? int(K->inputs()->size()) : 0;
+        int NO = K->outputs() ? int(K->outputs()->size()) : 0;
+        const Signature &S = Sig->second;
+        if (NI < S.MinIn || (S.MaxIn >= 0 && NI > S.MaxIn) || NO < S.MinOut ||
+            (S.MaxOut >= 0 && NO > S.MaxOut) ||
+            (K->op()->str() == "AllReduce" && NI != NO))
+          return fail(KName + " has " + std::to_string(NI) + " inputs and " +
+                      std::to_string(NO) + " outputs, which its op does not "
+                                           "take");
+        for (int Pass = 0; Pass < 2; ++Pass) {
+          auto *List = Pass ? K->outputs() : K->inputs();
+          if (!List)
+            continue;
+          for (uint32_t B : *List) {
+            MDRT_RETURN_IF_ERROR(bufferId(B, KName));
+            const fb::Buffer *Buf = P.buffers()->Get(B);
+            if (Buf->device() != DP->device())
+              return fail(KName + " on " + Dev->name()->str() + " uses " +
+                          bufName(B) + " of another device");
+            if (Pass && Buf->persistent())
+              return fail(KName + " writes persistent " + bufName(B));
+          }
+        }
+        if (K->waits())
+          for (uint32_t W : *K->waits()) {
+            if (W >= KernelDevice.size())
+              return fail(KName + " waits for kernel " + std::to_string(W) +
+                          ", which does not exist");
+            if (KernelDevice[W] == DP->device())
+              return fail(KName + " waits for a kernel of its own device");
+            Waited.insert(W);
+          }
+        ++Id;
+      }
+    }
+  // Every waited kernel signals.
+  Id = 0;
+  if (Prog.devices())
+    for (const fb::DeviceProgram *DP : *Prog.devices())
+      if (DP->kernels())
+        for (const fb::Kernel *K : *DP->kernels()) {
+          if (Waited.count(Id) && !K->signals())
+            return fail("kernel '" + K->name()->str() +
+                        "' is waited for but does not signal");
+          ++Id;
+        }
+  if (Prog.inputs())
+    for (const fb::InputBinding *In : *Prog.inputs()) {
+      MDRT_RETURN_IF_ERROR(
+          bufferId(In->buffer(), "input '" + In->name()->str() + "'"));
+      if (P.buffers()->Get(In->buffer())->persistent())
+        return fail("input '" + In->name()->str() + "' is persistent");
+    }
+  if (Prog.outputs())
+    for (const fb::Output *O : *Prog.outputs())
+      MDRT_RETURN_IF_ERROR(
+          bufferId(O->buffer(), "output '" + O->name()->str() + "'"));
+  if (Prog.collectives())
+    for (const fb::Collective *C : *Prog.collectives()) {
+      size_t ND = C->devices() ? C->devices()->size() : 0;
+      size_t NK = C->kernels() ? C->kernels()->size() : 0;
+      if (ND == 0 || ND != NK)
+        return fail("a collective of program '" + PName +
+                    "' lists no devices or not one kernel per device");
+      for (size_t I = 0; I < ND; ++I) {
+        uint32_t K = C->kernels()->Get(I);
+        if (K >= KernelDevice.size() || C->devices()->Get(I) >= NumDevices ||
+            KernelDevice[K] != C->devices()->Get(I))
+          return fail("a collective of program '" + PName +
+                      "' names a kernel that is not on its device");
+      }
+    }
+  if (Prog.batch_size() <= 0)
+    return fail("program '" + PName + "' has no batch size");
+  (void)Index;
+  return Status::ok();
+}
+
+Status Checker::run() {
+  if (P.version() != kPlanVersion)
+    return fail("the plan has format version " + std::to_string(P.version()) +
+                "; this runtime reads version " +
+                std::to_string(kPlanVersion) + " (recompile it with mdplan)");
+  MDRT_RETURN_IF_ERROR(checkDevices());
+  MDRT_RETURN_IF_ERROR(checkBuffers());
+  MDRT_RETURN_IF_ERROR(checkVariables());
+  if (!P.programs() || P.programs()->size() == 0)
+    return fail("the plan has no programs");
+  std::set<std::string> Names;
+  for (uint32_t I = 0; I < P.programs()->size(); ++I) {
+    const fb::Program *Prog = P.programs()->Get(I);
+    if (!Names.insert(Prog->name()->str()).second)
+      return fail("two programs are named '" + Prog->name()->str() + "'");
+    MDRT_RETURN_IF_ERROR(checkProgram(*Prog, I));
+  }
+  return Status::ok();
+}
+
+Status mdrt::verifyPlan(const uint8_t *Data, size_t Size) {
+  if (Size < 8)
+    return Status::error("not a plan: the file is " + std::to_string(Size) +
+                         " bytes long");
+  if (!flatbuffers::BufferHasIdentifier(Data, fb::PlanIdentifier()))
+    return Status::error("not a plan: wrong file identifier (expected '" +
+                         std::string(fb::PlanIdentifier()) + "')");
+  flatbuffers::Verifier V(Data, Size, /*max_depth=*/64,
+                          /*max_tables=*/100000000);
+  if (!fb::VerifyPlanBuffer(V))
+    return Status::error("the plan is corrupted or truncated (FlatBuffers "
+                         "verification failed)");
+  return Checker(*fb::GetPlan(Data)).run();
+}
+
+StatusOr<std::unique_ptr<PlanFile>>
+PlanFile::fromBytes(std::vector<uint8_t> Bytes, const std::string &Name) {
+  Status S = verifyPlan(Bytes.data(), Bytes.size());
+  if (!S.isOk())
+    return S.withContext("plan '" + Name + "'");
+  auto F = std::unique_ptr<PlanFile>(new PlanFile());
+  F->Bytes = std::move(Bytes);
+  F->Name = Name;
+  return F;
+}
+
+StatusOr<std::unique_ptr<PlanFile>> PlanFile::load(const std::string &Path) {
+  std::ifstream In(Path, std::ios::binary);
+  if (!In)
+    return Status::error("cannot read plan '" + Path + "': " +
+                         std::strerror(errno));
+  std::vector<uint8_t> Bytes((std::istreambuf_iterator<char>(In)),
+                             std::istreambuf_iterator<char>());
+  if (In.bad())
+    return Status::error("cannot read plan '" + Path + "'");
+  return fromBytes(std::move(Bytes), Path);
+}
+
+const fb::Program *PlanFile::program(const std::string &Name) const {
+  if (!plan().programs())
+    return nullptr;
+  for (const fb::Program *P : *plan().programs())
+    if (P->name()->str() == Name)
+      return P;
+  return nullptr;
+}
