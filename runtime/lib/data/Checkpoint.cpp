@@ -1,0 +1,618 @@
+//===- Checkpoint.cpp - Saving and restoring training state ---------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// File format, version 1. All integers are little-endian.
+//
+//   offset  size  field
+//        0     8  magic "MDRTCKPT"
+//        8     4  u32 format version (1)
+//       12     4  u32 header size (72)
+//       16     8  u64 file size in bytes, the trailing checksum included
+//       24     8  u64 plan fingerprint
+//       32     8  i64 global step
+//       40     8  i64 data epoch
+//       48     8  i64 data index within the epoch
+//       56     8  u64 run seed
+//       64     4  u32 number of tensors
+//       68     4  u32 reserved, 0
+//       72        the tensors, one after the other:
+//                   u32 name length L, then L bytes of name (UTF-8)
+//                   u8  dtype (mdrt::DType numbering: 1 float32, 2 float64,
+//                       3 int32, 4 int64, 5 bool)
+//                   u8  rank R
+//                   u16 reserved, 0
+//                   R x i64 dims
+//                   u64 data size in bytes (product of dims x dtype size)
+//                   zero bytes up to the next multiple of 8 (file offset)
+//                   the data, row-major, little-endian
+//      end-4     4  u32 CRC32 (zlib's crc32) of every byte before it
+//
+// Readers check, in order: magic, version, header size, file size against
+// the header (truncation), the checksum, then the tensors' structure.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdrt/Checkpoint.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace mdrt;
+
+namespace {
+
+constexpr char Magic[8] = {'M', 'D', 'R', 'T', 'C', 'K', 'P', 'T'};
+constexpr size_t HeaderSize = 72;
+constexpr size_t ChecksumSize = 4;
+
+std::string quote(const std::string &S) { return "'" + S + "'"; }
+
+std::string hex64(uint64_t V) {
+  char Buf[32];
+  std::snprintf(Buf, sizeof(Buf), "0x%016llx", (unsigned long long)V);
+  return Buf;
+}
+
+std::string hex32(uint32_t V) {
+  char Buf[16];
+  std::snprintf(Buf, sizeof(Buf), "0x%08x", unsigned(V));
+  return Buf;
+}
+
+uint32_t crc32Update(uint32_t Crc, const uint8_t *P, size_t N) {
+  while (N > 0) {
+    uInt Chunk = uInt(std::min<size_t>(N, 1u << 30));
+    Crc = uint32_t(crc32(Crc, P, Chunk));
+    P += Chunk;
+    N -= Chunk;
+  }
+  return Crc;
+}
+
+template <typename T> void putLE(uint8_t *P, T V) {
+  for (size_t I = 0; I < sizeof(T); ++I)
+    P[I] = uint8_t(uint64_t(V) >> (8 * I));
+}
+
+template <typename T> T getLE(const uint8_t *P) {
+  uint64_t V = 0;
+  for (size_t I = 0; I < sizeof(T); ++I)
+    V |= uint64_t(P[I]) << (8 * I);
+  return T(V);
+}
+
+bool hostIsLittleEndian() {
+  uint16_t One = 1;
+  uint8_t First;
+  std::memcpy(&First, &One, 1);
+  return First == 1;
+}
+
+bool isKnownDType(uint8_t T) {
+  return T >= uint8_t(DType::Float32) && T <= uint8_t(DType::Bool);
+}
+
+size_t padTo8(size_t Offset) { return (8 - Offset % 8) % 8; }
+
+/// Receives the encoded bytes, keeping the offset and the running CRC.
+class Sink {
+public:
+  virtual ~Sink() = default;
+  Status write(const void *Data, size_t N) {
+    const uint8_t *P = static_cast<const uint8_t *>(Data);
+    Crc = crc32Update(Crc, P, N);
+    Offset += N;
+    return emit(P, N);
+  }
+  Status writeChecksum() {
+    uint8_t Buf[4];
+    putLE<uint32_t>(Buf, Crc);
+    Offset += 4;
+    return emit(Buf, 4);
+  }
+  uint64_t offset() const { return Offset; }
+
+protected:
+  virtual Status emit(const uint8_t *P, size_t N) = 0;
+
+private:
+  uint32_t Crc = uint32_t(crc32(0, nullptr, 0));
+  uint64_t Offset = 0;
+};
+
+class VectorSink : public Sink {
+public:
+  std::vector<uint8_t> Bytes;
+
+protected:
+  Status emit(const uint8_t *P, size_t N) override {
+    Bytes.insert(Bytes.end(), P, P + N);
+    return Status::ok();
+  }
+};
+
+/// Buffers small writes; large ones go straight to the file.
+class FileSink : public Sink {
+public:
+  FileSink(int Fd, std::string Path) : Fd(Fd), Path(std::move(Path)) {}
+  Status flush() {
+    Status S = writeAll(Buffer.data(), Buffer.size());
+    Buffer.clear();
+    return S;
+  }
+
+protected:
+  Status emit(const uint8_t *P, size_t N) override {
+    if (Buffer.size() + N <= Capacity) {
+      Buffer.insert(Buffer.end(), P, P + N);
+      return Status::ok();
+    }
+    MDRT_RETURN_IF_ERROR(flush());
+    if (N <= Capacity) {
+      Buffer.insert(Buffer.end(), P, P + N);
+      return Status::ok();
+    }
+    return writeAll(P, N);
+  }
+
+private:
+  Status writeAll(const uint8_t *P, size_t N) {
+    while (N > 0) {
+      ssize_t W = ::write(Fd, P, std::min<size_t>(N, 1 << 30));
+      if (W < 0) {
+        if (errno == EINTR)
+          continue;
+        return Status::error("cannot write " + quote(Path) + ": " +
+                             std::strerror(errno));
+      }
+      P += W;
+      N -= size_t(W);
+    }
+    return Status::ok();
+  }
+
+  static constexpr size_t Capacity = 1 << 16;
+  int Fd;
+  std::string Path;
+  std::vector<uint8_t> Buffer;
+};
+
+Status checkTensors(const std::vector<CheckpointTensorRef> &Tensors) {
+  std::set<std::string> Names;
+  for (const CheckpointTensorRef &T : Tensors) {
+    if (!Names.insert(T.Name).second)
+      return Status::error("tensor " + quote(T.Name) + " is given twice");
+    if (T.Name.size() > UINT32_MAX)
+      return Status::error("tensor name too long");
+    if (!isKnownDType(uint8_t(T.Desc.Type)))
+      return Status::error("tensor " + quote(T.Name) + " has no valid dtype");
+    if (T.Desc.Shape.size() > 255)
+      return Status::error("tensor " + quote(T.Name) + " has rank " +
+                           std::to_string(T.Desc.Shape.size()) +
+                           ", more than 255");
+    for (int64_t D : T.Desc.Shape)
+      if (D < 0)
+        return Status::error("tensor " + quote(T.Name) +
+                             " has a negative dim: " + T.Desc.str());
+    if (!T.Data && T.Desc.bytes() > 0)
+      return Status::error("tensor " + quote(T.Name) + " has no data");
+  }
+  return Status::ok();
+}
+
+uint64_t encodedSize(const std::vector<CheckpointTensorRef> &Tensors) {
+  uint64_t Size = HeaderSize;
+  for (const CheckpointTensorRef &T : Tensors) {
+    Size += 4 + T.Name.size() + 4 + 8 * T.Desc.Shape.size() + 8;
+    Size += padTo8(size_t(Size));
+    Size += T.Desc.bytes();
+  }
+  return Size + ChecksumSize;
+}
+
+Status encodeTo(Sink &S, const CheckpointState &State,
+                const std::vector<CheckpointTensorRef> &Tensors) {
+  MDRT_RETURN_IF_ERROR(checkTensors(Tensors));
+  uint8_t H[HeaderSize] = {};
+  std::memcpy(H, Magic, 8);
+  putLE<uint32_t>(H + 8, CheckpointFormatVersion);
+  putLE<uint32_t>(H + 12, uint32_t(HeaderSize));
+  putLE<uint64_t>(H + 16, encodedSize(Tensors));
+  putLE<uint64_t>(H + 24, State.PlanFingerprint);
+  putLE<int64_t>(H + 32, State.Step);
+  putLE<int64_t>(H + 40, State.Data.Epoch);
+  putLE<int64_t>(H + 48, State.Data.Index);
+  putLE<uint64_t>(H + 56, State.Seed);
+  putLE<uint32_t>(H + 64, uint32_t(Tensors.size()));
+  putLE<uint32_t>(H + 68, 0);
+  MDRT_RETURN_IF_ERROR(S.write(H, HeaderSize));
+  static const uint8_t Zeros[8] = {};
+  std::vector<uint8_t> Swapped;
+  for (const CheckpointTensorRef &T : Tensors) {
+    std::vector<uint8_t> E(4 + T.Name.size() + 4 + 8 * T.Desc.Shape.size() + 8);
+    uint8_t *P = E.data();
+    putLE<uint32_t>(P, uint32_t(T.Name.size()));
+    P += 4;
+    std::memcpy(P, T.Name.data(), T.Name.size());
+    P += T.Name.size();
+    P[0] = uint8_t(T.Desc.Type);
+    P[1] = uint8_t(T.Desc.Shape.size());
+    P[2] = P[3] = 0;
+    P += 4;
+    for (int64_t D : T.Desc.Shape) {
+      putLE<int64_t>(P, D);
+      P += 8;
+    }
+    putLE<uint64_t>(P, T.Desc.bytes());
+    MDRT_RETURN_IF_ERROR(S.write(E.data(), E.size()));
+    MDRT_RETURN_IF_ERROR(S.write(Zeros, padTo8(size_t(S.offset()))));
+    const uint8_t *Data = static_cast<const uint8_t *>(T.Data);
+    size_t Bytes = T.Desc.bytes();
+    size_t Elem = dtypeSize(T.Desc.Type);
+    if (!hostIsLittleEndian() && Elem > 1) {
+      Swapped.resize(Bytes);
+      for (size_t I = 0; I < Bytes; I += Elem)
+        for (size_t B = 0; B < Elem; ++B)
+          Swapped[I + B] = Data[I + Elem - 1 - B];
+      Data = Swapped.data();
+    }
+    if (Bytes)
+      MDRT_RETURN_IF_ERROR(S.write(Data, Bytes));
+  }
+  return S.writeChecksum();
+}
+
+std::string directoryOf(const std::string &Path) {
+  size_t Slash = Path.rfind('/');
+  if (Slash == std::string::npos)
+    return ".";
+  if (Slash == 0)
+    return "/";
+  return Path.substr(0, Slash);
+}
+
+Status fsyncDirectory(const std::string &Dir) {
+  int Fd = ::open(Dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (Fd < 0)
+    return Status::error("cannot open directory " + quote(Dir) + ": " +
+                         std::strerror(errno));
+  int Ret = ::fsync(Fd);
+  int Err = errno;
+  ::close(Fd);
+  if (Ret != 0 && Err != EINVAL) // Some file systems cannot sync directories.
+    return Status::error("cannot sync directory " + quote(Dir) + ": " +
+                         std::strerror(Err));
+  return Status::ok();
+}
+
+} // namespace
+
+const CheckpointTensor *Checkpoint::find(const std::string &Name) const {
+  for (const CheckpointTensor &T : Tensors)
+    if (T.Name == Name)
+      return &T;
+  return nullptr;
+}
+
+StatusOr<std::vector<uint8_t>>
+mdrt::encodeCheckpoint(const CheckpointState &State,
+                       const std::vector<CheckpointTensorRef> &Tensors) {
+  VectorSink S;
+  MDRT_RETURN_IF_ERROR(encodeTo(S, State, Tensors));
+  return std::move(S.Bytes);
+}
+
+Status mdrt::writeCheckpoint(const std::string &Path,
+                             const CheckpointState &State,
+                             const std::vector<CheckpointTensorRef> &Tensors) {
+  std::string Tmp = Path + ".tmp." + std::to_string(::getpid());
+  int Fd = ::open(Tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (Fd < 0)
+    return Status::error("cannot create " + quote(Tmp) + ": " +
+                         std::strerror(errno));
+  auto Fail = [&](Status S) {
+    if (Fd >= 0)
+      ::close(Fd);
+    ::unlink(Tmp.c_str());
+    return S.withContext("writing checkpoint " + quote(Path));
+  };
+  FileSink Sink(Fd, Tmp);
+  Status S = encodeTo(Sink, State, Tensors);
+  if (!S.isOk())
+    return Fail(S);
+  S = Sink.flush();
+  if (!S.isOk())
+    return Fail(S);
+  if (::fsync(Fd) != 0)
+    return Fail(Status::error("cannot sync " + quote(Tmp) + ": " +
+                              std::strerror(errno)));
+  int Ret = ::close(Fd);
+  Fd = -1;
+  if (Ret != 0)
+    return Fail(Status::error("cannot close " + quote(Tmp) + ": " +
+                              std::strerror(errno)));
+  if (::rename(Tmp.c_str(), Path.c_str()) != 0)
+    return Fail(Status::error("cannot rename " + quote(Tmp) + " to " +
+                              quote(Path) + ": " + std::strerror(errno)));
+  return fsyncDirectory(directoryOf(Path))
+      .withContext("writing checkpoint " + quote(Path));
+}
+
+Status mdrt::writeCheckpoint(const std::string &Path, const Checkpoint &C) {
+  std::vector<CheckpointTensorRef> Refs;
+  for (const CheckpointTensor &T : C.Tensors) {
+    if (T.Data.size() != T.Desc.bytes())
+      return Status::error("writing checkpoint " + quote(Path) + ": tensor " +
+                           quote(T.Name) + " " + T.Desc.str() + " has " +
+                           std::to_string(T.Data.size()) + " bytes of data");
+    Refs.push_back({T.Name, T.Desc, T.Data.data()});
+  }
+  return writeCheckpoint(Path, C.State, Refs);
+}
+
+StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
+                                           const std::string &Name) {
+  std::string What = "checkpoint " + quote(Name);
+  if (Size > 0 && std::memcmp(Bytes, Magic, std::min<size_t>(Size, 8)) != 0)
+    return Status::error(What + " is not a checkpoint (bad magic)");
+  if (Size < HeaderSize + ChecksumSize)
+    return Status::error(What + " is truncated: " + std::to_string(Size) +
+                         " bytes, fewer than the smallest checkpoint (" +
+                         std::to_string(HeaderSize + ChecksumSize) + ")");
+  uint32_t Version = getLE<uint32_t>(Bytes + 8);
+  if (Version != CheckpointFormatVersion)
+    return Status::error(What + " has format version " +
+                         std::to_string(Version) +
+                         "; this runtime reads version " +
+                         std::to_string(CheckpointFormatVersion));
+  uint32_t HSize = getLE<uint32_t>(Bytes + 12);
+  if (HSize != HeaderSize)
+    return Status::error(What + " is corrupt: header size " +
+                         std::to_string(HSize) + ", expected " +
+                         std::to_string(HeaderSize));
+  uint64_t FileSize = getLE<uint64_t>(Bytes + 16);
+  if (Size < FileSize)
+    return Status::error(What + " is truncated: " + std::to_string(Size) +
+                         " bytes of " + std::to_string(FileSize));
+  if (Size > FileSize)
+    return Status::error(What + " is corrupt: " + std::to_string(Size) +
+                         " bytes, but its header says " +
+                         std::to_string(FileSize));
+  uint32_t Stored = getLE<uint32_t>(Bytes + Size - ChecksumSize);
+  uint32_t Computed =
+      crc32Update(uint32_t(crc32(0, nullptr, 0)), Bytes, Size - ChecksumSize);
+  if (Stored != Computed)
+    return Status::error(What + " is corrupt: checksum mismatch (stored " +
+                         hex32(Stored) + ", computed " + hex32(Computed) + ")");
+
+  Checkpoint C;
+  C.State.PlanFingerprint = getLE<uint64_t>(Bytes + 24);
+  C.State.Step = getLE<int64_t>(Bytes + 32);
+  C.State.Data.Epoch = getLE<int64_t>(Bytes + 40);
+  C.State.Data.Index = getLE<int64_t>(Bytes + 48);
+  C.State.Seed = getLE<uint64_t>(Bytes + 56);
+  uint32_t Count = getLE<uint32_t>(Bytes + 64);
+
+  // The checksum matched, so what follows only fails for a file written
+  // wrong; still, never read out of bounds.
+  size_t End = Size - ChecksumSize;
+  size_t Off = HeaderSize;
+  auto Corrupt = [&](const std::string &Why) {
+    return Status::error(What + " is corrupt: " + Why + " (at offset " +
+                         std::to_string(Off) + ")");
+  };
+  std::set<std::string> Names;
+  for (uint32_t I = 0; I < Count; ++I) {
+    std::string Entry = "tensor " + std::to_string(I);
+    if (End - Off < 4)
+      return Corrupt(Entry + " is cut off");
+    uint32_t NameLen = getLE<uint32_t>(Bytes + Off);
+    Off += 4;
+    if (End - Off < size_t(NameLen) + 4)
+      return Corrupt(Entry + " is cut off");
+    CheckpointTensor T;
+    T.Name.assign(reinterpret_cast<const char *>(Bytes + Off), NameLen);
+    Off += NameLen;
+    Entry = "tensor " + quote(T.Name);
+    uint8_t Type = Bytes[Off];
+    unsigned Rank = Bytes[Off + 1];
+    Off += 4;
+    if (!isKnownDType(Type))
+      return Corrupt(Entry + " has unknown dtype " + std::to_string(Type));
+    T.Desc.Type = DType(Type);
+    if (End - Off < 8 * size_t(Rank) + 8)
+      return Corrupt(Entry + " is cut off");
+    unsigned __int128 Elements = 1;
+    for (unsigned R = 0; R < Rank; ++R) {
+      int64_t D = getLE<int64_t>(Bytes + Off);
+      Off += 8;
+      if (D < 0)
+        return Corrupt(Entry + " has a negative dim");
+      T.Desc.Shape.push_back(D);
+      Elements *= uint64_t(D);
+      if (Elements > (uint64_t(1) << 60))
+        return Corrupt(Entry + " is too large");
+    }
+    uint64_t DataBytes = getLE<uint64_t>(Bytes + Off);
+    Off += 8;
+    if (DataBytes != uint64_t(Elements) * dtypeSize(T.Desc.Type))
+      return Corrupt(Entry + " " + T.Desc.str() + " says it has " +
+                     std::to_string(DataBytes) + " bytes of data");
+    Off += padTo8(Off);
+    if (Off > End || End - Off < DataBytes)
+      return Corrupt(Entry + " is cut off");
+    T.Data.assign(Bytes + Off, Bytes + Off + DataBytes);
+    Off += size_t(DataBytes);
+    size_t Elem = dtypeSize(T.Desc.Type);
+    if (!hostIsLittleEndian() && Elem > 1)
+      for (size_t J = 0; J < T.Data.size(); J += Elem)
+        std::reverse(T.Data.begin() + J, T.Data.begin() + J + Elem);
+    if (!Names.insert(T.Name).second)
+      return Corrupt(Entry + " appears twice");
+    C.Tensors.push_back(std::move(T));
+  }
+  if (Off != End)
+    return Corrupt(std::to_string(End - Off) +
+                   " unused bytes before the checksum");
+  return C;
+}
+
+StatusOr<Checkpoint> mdrt::readCheckpoint(const std::string &Path) {
+  int Fd = ::open(Path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (Fd < 0)
+    return Status::error("cannot open checkpoint " + quote(Path) + ": " +
+                         std::strerror(errno));
+  std::vector<uint8_t> Bytes;
+  struct stat St;
+  if (::fstat(Fd, &St) == 0 && St.st_size > 0)
+    Bytes.reserve(size_t(St.st_size));
+  uint8_t Buf[1 << 16];
+  while (true) {
+    ssize_t R = ::read(Fd, Buf, sizeof(Buf));
+    if (R < 0) {
+      if (errno == EINTR)
+        continue;
+      int Err = errno;
+      ::close(Fd);
+      return Status::error("cannot read checkpoint " + quote(Path) + ": " +
+                           std::strerror(Err));
+    }
+    if (R == 0)
+      break;
+    Bytes.insert(Bytes.end(), Buf, Buf + R);
+  }
+  ::close(Fd);
+  return parseCheckpoint(Bytes.data(), Bytes.size(), Path);
+}
+
+Status mdrt::checkCheckpoint(const Checkpoint &C, const std::string &Path,
+                             uint64_t Fingerprint,
+                             const std::vector<ExpectedTensor> &Expected) {
+  std::string What = "checkpoint " + quote(Path);
+  if (C.State.PlanFingerprint != Fingerprint)
+    return Status::error(What + " was written for another plan (fingerprint " +
+                         hex64(C.State.PlanFingerprint) + ", this plan has " +
+                         hex64(Fingerprint) + ")");
+  std::vector<std::string> Problems;
+  std::map<std::string, const CheckpointTensor *> Have;
+  for (const CheckpointTensor &T : C.Tensors)
+    Have.emplace(T.Name, &T);
+  std::set<std::string> Wanted;
+  for (const ExpectedTensor &E : Expected) {
+    Wanted.insert(E.Name);
+    auto It = Have.find(E.Name);
+    const CheckpointTensor *T = It == Have.end() ? nullptr : It->second;
+    if (!T)
+      Problems.push_back(What + " has no tensor " + quote(E.Name) +
+                         " (the plan has " + E.Desc.str() + ")");
+    else if (T->Desc.Type != E.Desc.Type || T->Desc.Shape != E.Desc.Shape)
+      Problems.push_back("tensor " + quote(E.Name) + " is " + T->Desc.str() +
+                         " in " + What + ", but the plan has " + E.Desc.str());
+  }
+  for (const CheckpointTensor &T : C.Tensors)
+    if (!Wanted.count(T.Name))
+      Problems.push_back(What + " has tensor " + quote(T.Name) + " " +
+                         T.Desc.str() + " that the plan does not have");
+  if (Problems.empty())
+    return Status::ok();
+  std::string Msg = Problems.front();
+  if (Problems.size() > 1)
+    Msg += " (and " + std::to_string(Problems.size() - 1) + " more mismatch" +
+           (Problems.size() > 2 ? "es" : "") + ")";
+  return Status::error(Msg);
+}
+
+StatusOr<Checkpoint>
+mdrt::loadCheckpoint(const std::string &Path, uint64_t Fingerprint,
+                     const std::vector<ExpectedTensor> &Expected) {
+  StatusOr<Checkpoint> C = readCheckpoint(Path);
+  if (!C)
+    return C.status();
+  MDRT_RETURN_IF_ERROR(checkCheckpoint(*C, Path, Fingerprint, Expected));
+  return C.take();
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoint directories
+//===----------------------------------------------------------------------===//
+
+std::string mdrt::checkpointFileName(int64_t Step) {
+  char Buf[64];
+  std::snprintf(Buf, sizeof(Buf), "ckpt-%012lld.mdck", (long long)Step);
+  return Buf;
+}
+
+StatusOr<std::vector<std::pair<int64_t, std::string>>>
+mdrt::listCheckpoints(const std::string &Dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<int64_t, std::string>> Found;
+  std::error_code EC;
+  if (!fs::exists(Dir, EC))
+    return Found;
+  fs::directory_iterator It(Dir, EC);
+  if (EC)
+    return Status::error("cannot read checkpoint directory " + quote(Dir) +
+                         ": " + EC.message());
+  for (fs::directory_iterator End; It != End; It.increment(EC)) {
+    if (EC)
+      return Status::error("cannot read checkpoint directory " + quote(Dir) +
+                           ": " + EC.message());
+    std::string Name = It->path().filename().string();
+    // ckpt-<digits>.mdck, exactly.
+    const std::string Prefix = "ckpt-", Suffix = ".mdck";
+    if (Name.size() <= Prefix.size() + Suffix.size() ||
+        Name.compare(0, Prefix.size(), Prefix) != 0 ||
+        Name.compare(Name.size() - Suffix.size(), Suffix.size(), Suffix) != 0)
+      continue;
+    std::string Digits =
+        Name.substr(Prefix.size(), Name.size() - Prefix.size() - Suffix.size());
+    if (Digits.size() > 18 ||
+        !std::all_of(Digits.begin(), Digits.end(),
+                     [](char C) { return C >= '0' && C <= '9'; }))
+      continue;
+    Found.emplace_back(std::stoll(Digits), It->path().string());
+  }
+  std::sort(Found.begin(), Found.end());
+  return Found;
+}
+
+StatusOr<std::string> mdrt::latestCheckpoint(const std::string &Dir) {
+  auto Found = listCheckpoints(Dir);
+  if (!Found)
+    return Found.status();
+  if (Found->empty())
+    return std::string();
+  return Found->back().second;
+}
+
+Status mdrt::pruneCheckpoints(const std::string &Dir, int KeepLast) {
+  if (KeepLast < 1)
+    return Status::error("keeping " + std::to_string(KeepLast) +
+                         " checkpoints: keep at least 1");
+  auto Found = listCheckpoints(Dir);
+  if (!Found)
+    return Found.status();
+  size_t Remove =
+      Found->size() > size_t(KeepLast) ? Found->size() - size_t(KeepLast) : 0;
+  for (size_t I = 0; I < Remove; ++I)
+    if (::unlink((*Found)[I].second.c_str()) != 0 && errno != ENOENT)
+      return Status::error("cannot remove old checkpoint " +
+                           quote((*Found)[I].second) + ": " +
+                           std::strerror(errno));
+  return Status::ok();
+}

@@ -1,0 +1,380 @@
+//===- CheckpointTest.cpp - Checkpoint files ------------------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdrt/Checkpoint.h"
+
+#include "gtest/gtest.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+using namespace mdrt;
+namespace fs = std::filesystem;
+
+namespace {
+
+class TempDir {
+public:
+  TempDir() {
+    std::string Tmpl =
+        (fs::temp_directory_path() / "mdrt-ckpt-test-XXXXXX").string();
+    std::vector<char> Buf(Tmpl.begin(), Tmpl.end());
+    Buf.push_back('\0');
+    const char *P = mkdtemp(Buf.data());
+    EXPECT_NE(P, nullptr);
+    Path = P ? P : "";
+  }
+  ~TempDir() {
+    std::error_code EC;
+    fs::remove_all(Path, EC);
+  }
+  std::string file(const std::string &Name) const { return Path + "/" + Name; }
+  std::string Path;
+};
+
+void writeBytes(const std::string &Path, const std::vector<uint8_t> &Bytes) {
+  std::ofstream Out(Path, std::ios::binary);
+  Out.write(reinterpret_cast<const char *>(Bytes.data()),
+            std::streamsize(Bytes.size()));
+}
+
+std::vector<uint8_t> readBytes(const std::string &Path) {
+  std::ifstream In(Path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(In), {});
+}
+
+template <typename T> std::string errorOf(const StatusOr<T> &S) {
+  return S.isOk() ? "<ok>" : S.status().message();
+}
+std::string errorOf(const Status &S) { return S.isOk() ? "<ok>" : S.message(); }
+
+#define EXPECT_ERROR_HAS(Expr, Needle)                                         \
+  EXPECT_NE(errorOf(Expr).find(Needle), std::string::npos)                     \
+      << "message: " << errorOf(Expr) << "\nexpected to contain: " << (Needle)
+
+/// A small model's state: two variables, an optimizer slot, global_step, and
+/// odd cases (a scalar, an empty tensor, bools).
+struct Fixture {
+  std::vector<float> W = {1.5f, -2.25f, 3e-8f, 4, 5, 6};
+  std::vector<double> B = {0.125};
+  std::vector<float> Slot = {0.5f, 0.25f, 0.125f, 1, 2, 3};
+  std::vector<int64_t> GlobalStep = {1234};
+  std::vector<int32_t> Counts = {7, -8, 9};
+  std::vector<uint8_t> Mask = {1, 0, 1, 1};
+  CheckpointState State;
+
+  Fixture() {
+    State.PlanFingerprint = 0x0123456789abcdefull;
+    State.Step = 1234;
+    State.Data = {3, 448};
+    State.Seed = 987654321;
+  }
+
+  std::vector<CheckpointTensorRef> refs() const {
+    return {
+        {"dense/w", {DType::Float32, {2, 3}}, W.data()},
+        {"dense/b", {DType::Float64, {}}, B.data()},
+        {"dense/w/momentum", {DType::Float32, {3, 2}}, Slot.data()},
+        {"global_step", {DType::Int64, {1}}, GlobalStep.data()},
+        {"counts", {DType::Int32, {3}}, Counts.data()},
+        {"empty", {DType::Float32, {0, 4}}, nullptr},
+        {"mask", {DType::Bool, {2, 2}}, Mask.data()},
+    };
+  }
+
+  std::vector<ExpectedTensor> expected() const {
+    std::vector<ExpectedTensor> E;
+    for (const CheckpointTensorRef &R : refs())
+      E.push_back({R.Name, R.Desc});
+    return E;
+  }
+};
+
+TEST(CheckpointTest, RoundTrip) {
+  TempDir Dir;
+  Fixture F;
+  std::string Path = Dir.file("a.mdck");
+  ASSERT_TRUE(writeCheckpoint(Path, F.State, F.refs()).isOk());
+  // Nothing temporary is left behind.
+  EXPECT_EQ(
+      std::distance(fs::directory_iterator(Dir.Path), fs::directory_iterator()),
+      1);
+
+  StatusOr<Checkpoint> C =
+      loadCheckpoint(Path, F.State.PlanFingerprint, F.expected());
+  ASSERT_TRUE(C.isOk()) << errorOf(C);
+  EXPECT_EQ(C->State.PlanFingerprint, F.State.PlanFingerprint);
+  EXPECT_EQ(C->State.Step, 1234);
+  EXPECT_EQ(C->State.Data, (DataPosition{3, 448}));
+  EXPECT_EQ(C->State.Seed, 987654321u);
+  std::vector<CheckpointTensorRef> Refs = F.refs();
+  ASSERT_EQ(C->Tensors.size(), Refs.size());
+  for (size_t I = 0; I < Refs.size(); ++I) {
+    const CheckpointTensor &T = C->Tensors[I];
+    EXPECT_EQ(T.Name, Refs[I].Name);
+    EXPECT_EQ(T.Desc.Type, Refs[I].Desc.Type);
+    EXPECT_EQ(T.Desc.Shape, Refs[I].Desc.Shape);
+    ASSERT_EQ(T.Data.size(), Refs[I].Desc.bytes());
+    if (!T.Data.empty()) {
+      EXPECT_EQ(std::memcmp(T.Data.data(), Refs[I].Data, T.Data.size()), 0)
+          << T.Name;
+    }
+  }
+  const CheckpointTensor *Step = C->find("global_step");
+  ASSERT_TRUE(Step);
+  int64_t S;
+  std::memcpy(&S, Step->Data.data(), 8);
+  EXPECT_EQ(S, 1234);
+  EXPECT_EQ(C->find("nope"), nullptr);
+
+  // The file is exactly the encoding; the in-memory overload writes the
+  // same bytes.
+  StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
+  ASSERT_TRUE(Enc.isOk());
+  EXPECT_EQ(readBytes(Path), *Enc);
+  ASSERT_TRUE(writeCheckpoint(Dir.file("b.mdck"), *C).isOk());
+  EXPECT_EQ(readBytes(Dir.file("b.mdck")), *Enc);
+}
+
+TEST(CheckpointTest, Layout) {
+  Fixture F;
+  StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
+  ASSERT_TRUE(Enc.isOk());
+  const std::vector<uint8_t> &B = *Enc;
+  ASSERT_GE(B.size(), 76u);
+  EXPECT_EQ(std::string(B.begin(), B.begin() + 8), "MDRTCKPT");
+  EXPECT_EQ(B[8], 1); // Version, little-endian.
+  EXPECT_EQ(B[12], 72);
+  uint64_t Size;
+  std::memcpy(&Size, B.data() + 16, 8);
+  EXPECT_EQ(Size, B.size());
+  EXPECT_EQ(B[24], 0xef); // Fingerprint, little-endian.
+  // The first tensor's data sits at an 8-byte aligned offset: 72 + 4 + 7
+  // (name) + 4 + 2 * 8 (dims) + 8 (size) = 111, padded to 112.
+  float W0;
+  std::memcpy(&W0, B.data() + 112, 4);
+  EXPECT_EQ(W0, 1.5f);
+  // An empty checkpoint is just the header and the checksum.
+  StatusOr<std::vector<uint8_t>> Empty = encodeCheckpoint({}, {});
+  ASSERT_TRUE(Empty.isOk());
+  EXPECT_EQ(Empty->size(), 76u);
+  StatusOr<Checkpoint> C = parseCheckpoint(Empty->data(), Empty->size(), "e");
+  ASSERT_TRUE(C.isOk()) << errorOf(C);
+  EXPECT_TRUE(C->Tensors.empty());
+}
+
+TEST(CheckpointTest, EveryFlippedByteIsDetected) {
+  Fixture F;
+  StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
+  ASSERT_TRUE(Enc.isOk());
+  for (size_t I = 0; I < Enc->size(); ++I) {
+    for (uint8_t Mask : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xff)}) {
+      std::vector<uint8_t> Bad = *Enc;
+      Bad[I] ^= Mask;
+      StatusOr<Checkpoint> C = parseCheckpoint(Bad.data(), Bad.size(), "x");
+      EXPECT_FALSE(C.isOk()) << "byte " << I << " mask " << int(Mask);
+    }
+  }
+  // Past the header, a flip is a checksum mismatch.
+  std::vector<uint8_t> Bad = *Enc;
+  Bad[200] ^= 4;
+  EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "x"),
+                   "checkpoint 'x' is corrupt: checksum mismatch (stored 0x");
+  Bad = *Enc;
+  Bad.back() ^= 4;
+  EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "x"),
+                   "checksum mismatch");
+
+  // On disk too.
+  TempDir Dir;
+  std::string Path = Dir.file("c.mdck");
+  ASSERT_TRUE(writeCheckpoint(Path, F.State, F.refs()).isOk());
+  std::vector<uint8_t> Disk = readBytes(Path);
+  Disk[Disk.size() / 2] ^= 0x10;
+  writeBytes(Path, Disk);
+  EXPECT_ERROR_HAS(readCheckpoint(Path),
+                   "checkpoint '" + Path + "' is corrupt: checksum mismatch");
+}
+
+TEST(CheckpointTest, TruncationIsDetected) {
+  Fixture F;
+  StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
+  ASSERT_TRUE(Enc.isOk());
+  size_t N = Enc->size();
+  for (size_t Len = 0; Len < N; ++Len) {
+    StatusOr<Checkpoint> C = parseCheckpoint(Enc->data(), Len, "t");
+    ASSERT_FALSE(C.isOk()) << "length " << Len;
+    EXPECT_ERROR_HAS(C, "checkpoint 't' is truncated") << "length " << Len;
+  }
+  EXPECT_ERROR_HAS(parseCheckpoint(Enc->data(), 0, "t"),
+                   "checkpoint 't' is truncated: 0 bytes, fewer than the "
+                   "smallest checkpoint (76)");
+  EXPECT_ERROR_HAS(parseCheckpoint(Enc->data(), N - 1, "t"),
+                   "checkpoint 't' is truncated: " + std::to_string(N - 1) +
+                       " bytes of " + std::to_string(N));
+
+  TempDir Dir;
+  std::string Path = Dir.file("t.mdck");
+  for (size_t Len : {size_t(5), size_t(72), N / 3, N - 4}) {
+    writeBytes(Path,
+               std::vector<uint8_t>(Enc->begin(), Enc->begin() + long(Len)));
+    EXPECT_ERROR_HAS(readCheckpoint(Path),
+                     "checkpoint '" + Path + "' is truncated")
+        << "length " << Len;
+  }
+  // Bytes appended are refused too.
+  std::vector<uint8_t> Long = *Enc;
+  Long.push_back(0);
+  EXPECT_ERROR_HAS(parseCheckpoint(Long.data(), Long.size(), "l"),
+                   "checkpoint 'l' is corrupt: " + std::to_string(N + 1) +
+                       " bytes, but its header says " + std::to_string(N));
+}
+
+TEST(CheckpointTest, HeaderErrors) {
+  Fixture F;
+  StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
+  ASSERT_TRUE(Enc.isOk());
+  std::vector<uint8_t> Bad = *Enc;
+  Bad[0] = 'X';
+  EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "m"),
+                   "checkpoint 'm' is not a checkpoint (bad magic)");
+  Bad = *Enc;
+  Bad[8] = 2;
+  EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "v"),
+                   "checkpoint 'v' has format version 2; this runtime reads "
+                   "version 1");
+
+  TempDir Dir;
+  EXPECT_ERROR_HAS(readCheckpoint(Dir.file("none")),
+                   "cannot open checkpoint '" + Dir.file("none") +
+                       "': No such file or directory");
+}
+
+TEST(CheckpointTest, PlanMismatches) {
+  TempDir Dir;
+  Fixture F;
+  std::string Path = Dir.file("p.mdck");
+  ASSERT_TRUE(writeCheckpoint(Path, F.State, F.refs()).isOk());
+  StatusOr<Checkpoint> C = readCheckpoint(Path);
+  ASSERT_TRUE(C.isOk()) << errorOf(C);
+  std::string What = "checkpoint '" + Path + "'";
+
+  EXPECT_TRUE(
+      checkCheckpoint(*C, Path, F.State.PlanFingerprint, F.expected()).isOk());
+  EXPECT_ERROR_HAS(loadCheckpoint(Path, 0x42, F.expected()),
+                   What + " was written for another plan (fingerprint "
+                          "0x0123456789abcdef, this plan has "
+                          "0x0000000000000042)");
+
+  uint64_t FP = F.State.PlanFingerprint;
+  std::vector<ExpectedTensor> E = F.expected();
+  E[0].Desc.Type = DType::Float64;
+  EXPECT_ERROR_HAS(checkCheckpoint(*C, Path, FP, E),
+                   "tensor 'dense/w' is float32[2,3] in " + What +
+                       ", but the plan has float64[2,3]");
+  E = F.expected();
+  E[2].Desc.Shape = {2, 3};
+  EXPECT_ERROR_HAS(checkCheckpoint(*C, Path, FP, E),
+                   "tensor 'dense/w/momentum' is float32[3,2] in " + What +
+                       ", but the plan has float32[2,3]");
+  E = F.expected();
+  E.push_back({"dense2/w", {DType::Float32, {4}}});
+  EXPECT_ERROR_HAS(checkCheckpoint(*C, Path, FP, E),
+                   What + " has no tensor 'dense2/w' (the plan has "
+                          "float32[4])");
+  E = F.expected();
+  E.erase(E.begin() + 3);
+  EXPECT_ERROR_HAS(checkCheckpoint(*C, Path, FP, E),
+                   What + " has tensor 'global_step' int64[1] that the plan "
+                          "does not have");
+  // Several problems: the first is named, the others counted.
+  E = F.expected();
+  E[0].Desc.Shape = {6};
+  E[1].Desc.Type = DType::Float32;
+  E.pop_back();
+  EXPECT_ERROR_HAS(checkCheckpoint(*C, Path, FP, E),
+                   "tensor 'dense/w' is float32[2,3] in " + What +
+                       ", but the plan has float32[6] (and 2 more "
+                       "mismatches)");
+  // Order does not matter.
+  E = F.expected();
+  std::reverse(E.begin(), E.end());
+  EXPECT_TRUE(checkCheckpoint(*C, Path, FP, E).isOk());
+}
+
+TEST(CheckpointTest, WriteErrors) {
+  TempDir Dir;
+  Fixture F;
+  std::string Missing = Dir.file("no/such/dir/x.mdck");
+  Status S = writeCheckpoint(Missing, F.State, F.refs());
+  EXPECT_ERROR_HAS(S, "cannot create '" + Missing + ".tmp.");
+
+  std::vector<CheckpointTensorRef> Twice = F.refs();
+  Twice.push_back(Twice.front());
+  std::string Path = Dir.file("d.mdck");
+  EXPECT_ERROR_HAS(writeCheckpoint(Path, F.State, Twice),
+                   "writing checkpoint '" + Path +
+                       "': tensor 'dense/w' is given twice");
+  // A failed write leaves neither the file nor a temporary.
+  EXPECT_TRUE(fs::is_empty(Dir.Path));
+
+  std::vector<CheckpointTensorRef> NoData = F.refs();
+  NoData[0].Data = nullptr;
+  EXPECT_ERROR_HAS(encodeCheckpoint(F.State, NoData),
+                   "tensor 'dense/w' has no data");
+
+  // Overwriting replaces the old checkpoint.
+  ASSERT_TRUE(writeCheckpoint(Path, F.State, F.refs()).isOk());
+  CheckpointState Later = F.State;
+  Later.Step = 2000;
+  ASSERT_TRUE(writeCheckpoint(Path, Later, F.refs()).isOk());
+  StatusOr<Checkpoint> C = readCheckpoint(Path);
+  ASSERT_TRUE(C.isOk()) << errorOf(C);
+  EXPECT_EQ(C->State.Step, 2000);
+}
+
+TEST(CheckpointTest, Directories) {
+  TempDir Dir;
+  Fixture F;
+  EXPECT_EQ(checkpointFileName(1200), "ckpt-000000001200.mdck");
+  StatusOr<std::string> Latest = latestCheckpoint(Dir.file("absent"));
+  ASSERT_TRUE(Latest.isOk());
+  EXPECT_EQ(*Latest, "");
+  for (int64_t Step : {300, 100, 1000, 200}) {
+    CheckpointState S = F.State;
+    S.Step = Step;
+    ASSERT_TRUE(writeCheckpoint(Dir.file(checkpointFileName(Step)), S, F.refs())
+                    .isOk());
+  }
+  // Not checkpoints of the directory.
+  writeBytes(Dir.file("ckpt-000000005000.mdck.tmp.77"), {1});
+  writeBytes(Dir.file("ckpt-abc.mdck"), {1});
+  writeBytes(Dir.file("notes.txt"), {1});
+
+  auto List = listCheckpoints(Dir.Path);
+  ASSERT_TRUE(List.isOk()) << errorOf(List);
+  ASSERT_EQ(List->size(), 4u);
+  EXPECT_EQ((*List)[0].first, 100);
+  EXPECT_EQ((*List)[3].first, 1000);
+  Latest = latestCheckpoint(Dir.Path);
+  ASSERT_TRUE(Latest.isOk());
+  EXPECT_EQ(*Latest, Dir.file("ckpt-000000001000.mdck"));
+
+  ASSERT_TRUE(pruneCheckpoints(Dir.Path, 2).isOk());
+  List = listCheckpoints(Dir.Path);
+  ASSERT_TRUE(List.isOk());
+  ASSERT_EQ(List->size(), 2u);
+  EXPECT_EQ((*List)[0].first, 300);
+  EXPECT_EQ((*List)[1].first, 1000);
+  EXPECT_TRUE(fs::exists(Dir.file("notes.txt")));
+  EXPECT_ERROR_HAS(pruneCheckpoints(Dir.Path, 0), "keep at least 1");
+}
+
+} // namespace
