@@ -9,3 +9,18 @@
 using namespace mdrt;
 
 void mdrt::registerCudaKernels(KernelRegistry &) {}
+
+#include "mdrt/Device.h"
+
+StatusOr<std::unique_ptr<Device>> mdrt::createCudaDevice(const std::string &Name,
+                                                         int Ordinal) {
+  return Status::error("device " + Name +
+                       " is a GPU, but this mdrun was built without CUDA");
+}
+
+int mdrt::cudaDeviceCount() { return 0; }
+
+std::unique_ptr<CollectiveGroup>
+mdrt::createNcclCollective(const std::vector<Device *> &) {
+  return nullptr;
+}

@@ -1,0 +1,114 @@
+//===- Device.h - Devices and collectives of the runtime --------*- C++ -*-===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A Device owns the memory the plan lays out for it (an arena for transient
+// buffers and a persistent region for variables and constants) and runs
+// kernels. The executor drives one host thread per device; cross-device
+// dependencies are host-side step counters plus, for asynchronous devices,
+// device events (recordEvent / waitEvent).
+//
+// A CollectiveGroup sums tensors across the devices of one collective.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MDRT_DEVICE_H
+#define MDRT_DEVICE_H
+
+#include "mdrt/Kernel.h"
+#include "mdrt/Status.h"
+#include "mdrt/Tensor.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mdrt {
+
+class Device {
+public:
+  virtual ~Device();
+
+  virtual DeviceKind kind() const = 0;
+  const std::string &name() const { return Name; }
+
+  /// Allocates the arena and the persistent region.
+  virtual Status allocate(uint64_t ArenaBytes, uint64_t PersistentBytes) = 0;
+  uint8_t *arena() const { return Arena; }
+  uint8_t *persistent() const { return Persistent; }
+
+  /// Synchronous copies between this device's memory and the host.
+  virtual void copyFromHost(void *Dst, const void *Src, size_t Bytes) = 0;
+  virtual void copyToHost(void *Dst, const void *Src, size_t Bytes) = 0;
+  /// Copies \p Bytes from \p Src (memory of device \p From) to \p Dst (this
+  /// device's memory), ordered after the work \p From recorded in event
+  /// \p FromEvent, as part of this device's stream.
+  virtual void copyFrom(Device &From, int FromEvent, void *Dst,
+                        const void *Src, size_t Bytes) = 0;
+
+  /// Asynchronous devices: marks the current point of the stream as event
+  /// \p Id; waitEvent makes this device's stream wait for \p Other's event.
+  virtual void recordEvent(int Id) {}
+  virtual void waitEvent(Device &Other, int Id) {}
+  /// Creates \p Count events (ids 0..Count-1).
+  virtual Status createEvents(int Count) { return Status::ok(); }
+
+  /// The stream kernels of this device are given (null on CPU).
+  virtual void *stream() const { return nullptr; }
+  /// Waits until everything submitted to the device finished.
+  virtual Status synchronize() { return Status::ok(); }
+
+  /// Intra-op threads for this device's kernels.
+  int threads() const { return Threads; }
+
+protected:
+  Device(std::string Name, int Threads)
+      : Name(std::move(Name)), Threads(Threads) {}
+
+  std::string Name;
+  int Threads;
+  uint8_t *Arena = nullptr;
+  uint8_t *Persistent = nullptr;
+};
+
+/// The host CPU: memory from aligned allocations, kernels run inline.
+std::unique_ptr<Device> createCpuDevice(const std::string &Name, int Threads);
+
+/// A CUDA GPU; an error when the runtime was built without CUDA or the GPU
+/// does not exist.
+StatusOr<std::unique_ptr<Device>> createCudaDevice(const std::string &Name,
+                                                   int Ordinal);
+
+/// Number of CUDA GPUs visible to the process (0 without CUDA).
+int cudaDeviceCount();
+
+/// Sums tensors across the devices of one collective. Every participant
+/// calls allReduce for the same step with tensors of the same types; each
+/// gets the sums, added in participant order (so the result does not depend
+/// on timing).
+class CollectiveGroup {
+public:
+  virtual ~CollectiveGroup();
+  virtual void allReduce(unsigned Participant, Device &Dev,
+                         const std::vector<const void *> &In,
+                         const std::vector<void *> &Out,
+                         const std::vector<TensorDesc> &Types) = 0;
+};
+
+/// The in-process implementation: participants meet, the last to arrive
+/// adds every participant's tensors in order and writes every output.
+/// Works for any device kind whose memory the host can address; for other
+/// kinds it stages through the host.
+std::unique_ptr<CollectiveGroup> createHostCollective(unsigned Participants);
+
+/// NCCL over the group's GPUs (CUDA builds); null when unavailable.
+std::unique_ptr<CollectiveGroup>
+createNcclCollective(const std::vector<Device *> &Devices);
+
+} // namespace mdrt
+
+#endif // MDRT_DEVICE_H

@@ -1,0 +1,117 @@
+//===- Executor.h - Running the programs of a plan --------------*- C++ -*-===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The executor creates the plan's devices, allocates their memory as the
+// plan lays it out, creates every kernel once, initialises the variables,
+// and then runs a program step after step: each device runs its kernel list
+// in plan order on its own host thread (inline when there is one device),
+// the plan's waits and transfers synchronise the devices, collectives sum
+// across them, and the step ends when every device is done.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MDRT_EXECUTOR_H
+#define MDRT_EXECUTOR_H
+
+#include "mdrt/Device.h"
+#include "mdrt/Plan.h"
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace mdrt {
+
+struct ExecutorOptions {
+  /// Intra-op threads per device (0: all hardware threads).
+  int Threads = 0;
+  /// The run seed: variable initial values and dropout masks derive from it.
+  uint64_t Seed = 0;
+  /// Run the plan's GPU devices on the host CPU when the machine lacks them.
+  bool SoftPlacement = false;
+};
+
+/// Where the data pipeline writes one input of a program.
+struct InputSlot {
+  std::string Name;
+  std::string Feature;
+  /// The whole batch: [batch, ...].
+  TensorDesc Type;
+  /// Host memory to fill before run(); the executor moves it to the device.
+  void *Host = nullptr;
+};
+
+/// One output of a program after a step, copied to the host.
+struct OutputValue {
+  std::string Name;
+  fb::OutputKind Kind = fb::OutputKind::Loss;
+  TensorDesc Type;
+  std::vector<double> Values;
+};
+
+/// A variable of the plan (for checkpoints).
+struct VariableInfo {
+  std::string Name;
+  TensorDesc Type;
+  bool Trainable = false;
+};
+
+class Executor {
+public:
+  static StatusOr<std::unique_ptr<Executor>>
+  create(std::shared_ptr<const PlanFile> Plan, const ExecutorOptions &Opts);
+  ~Executor();
+
+  const PlanFile &plan() const { return *Plan; }
+  /// Notes about how the plan was mapped (soft placement, ...).
+  const std::vector<std::string> &notes() const { return Notes; }
+
+  /// Sets every variable and constant to its initial value.
+  Status initialize();
+
+  /// The index of program \p Name, or -1.
+  int programIndex(const std::string &Name) const;
+  const std::vector<InputSlot> &inputs(int Program) const;
+  int64_t batchSize(int Program) const;
+
+  /// Runs program \p Program once; \p Step numbers the random draws
+  /// (dropout) and should count the steps of the program.
+  Status run(int Program, uint64_t Step);
+
+  /// The program's outputs from its last run.
+  Status readOutputs(int Program, std::vector<OutputValue> &Out);
+
+  // Variables, for checkpoints.
+  const std::vector<VariableInfo> &variables() const { return Variables; }
+  Status readVariable(size_t Index, void *Host);
+  Status writeVariable(size_t Index, const void *Host);
+
+  // Tracing: while on, every kernel's start and end are recorded.
+  void setTracing(bool On);
+  /// Writes the recorded kernels as a Chrome trace (one track per device),
+  /// which Perfetto and chrome://tracing open.
+  void writeTrace(std::ostream &OS) const;
+
+  struct Impl;
+
+private:
+  Executor() = default;
+  std::shared_ptr<const PlanFile> Plan;
+  std::unique_ptr<Impl> I;
+  std::vector<std::string> Notes;
+  std::vector<VariableInfo> Variables;
+};
+
+/// Fills \p Host (of \p Type) with the initial value of variable \p V of
+/// the plan for run seed \p Seed (the CPU reference every device uses).
+Status initialValue(const fb::Variable &V, const TensorDesc &Type,
+                    uint64_t Seed, void *Host);
+
+} // namespace mdrt
+
+#endif // MDRT_EXECUTOR_H

@@ -1,0 +1,96 @@
+//===- Trainer.h - The training loop ----------------------------*- C++ -*-===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Runs a plan's training program step after step on a dataset: batches from
+// the input pipeline, periodic loss logging, evaluation on the test split
+// with the plan's eval program, a metrics file, a Chrome trace of a few
+// steps, and checkpoints every N steps with exact resume.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MDRT_TRAINER_H
+#define MDRT_TRAINER_H
+
+#include "mdrt/Data.h"
+#include "mdrt/Executor.h"
+
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+
+namespace mdrt {
+
+struct TrainOptions {
+  /// IDX dataset directory (splits "train" and "t10k"); empty with
+  /// Synthetic.
+  std::string DataDir;
+  /// Random data of the plan's shapes instead of a dataset.
+  bool Synthetic = false;
+  int64_t SyntheticExamples = 60000;
+  /// Length of the run: Steps when positive, else Epochs (default 1).
+  int64_t Steps = 0;
+  double Epochs = 0;
+  uint64_t Seed = 1;
+  bool Shuffle = true;
+  int Prefetch = 2;
+  ExecutorOptions Exec;
+
+  /// Log the loss every N steps (0: never).
+  int64_t LogEvery = 100;
+  /// Evaluate every N steps (0: after each epoch); and at the end.
+  int64_t EvalEvery = 0;
+  bool Eval = true;
+  /// Print every step's total loss with full precision.
+  bool PrintLosses = false;
+  /// Progress bar on stderr: -1 auto (when a terminal), 0 off, 1 on.
+  int Progress = -1;
+
+  /// JSON lines, one per logged step and per evaluation.
+  std::string MetricsPath;
+  /// Chrome trace of TraceSteps steps after the first (warm-up) step.
+  std::string TracePath;
+  int TraceSteps = 3;
+
+  std::string CheckpointDir;
+  /// Write a checkpoint every N steps (0: only at the end).
+  int64_t CheckpointEvery = 0;
+  int KeepCheckpoints = 3;
+  /// Continue from the latest checkpoint in CheckpointDir.
+  bool Resume = false;
+  /// Testing: raise SIGKILL right after this step (-1: never).
+  int64_t KillAtStep = -1;
+};
+
+/// What a run ended with.
+struct TrainResult {
+  int64_t Steps = 0;
+  double LastLoss = 0;
+  /// Evaluation at the end: "loss" and every metric (means over examples).
+  std::map<std::string, double> Eval;
+  double ExamplesPerSecond = 0;
+  double Seconds = 0;
+};
+
+class Trainer {
+public:
+  static StatusOr<std::unique_ptr<Trainer>>
+  create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
+         std::ostream &Log);
+  ~Trainer();
+
+  Status run(TrainResult &Result);
+
+  struct Impl;
+
+private:
+  explicit Trainer(std::unique_ptr<Impl> I);
+  std::unique_ptr<Impl> I;
+};
+
+} // namespace mdrt
+
+#endif // MDRT_TRAINER_H

@@ -1,0 +1,682 @@
+//===- Executor.cpp - Running the programs of a plan ----------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdrt/Executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+using namespace mdrt;
+
+namespace {
+
+uint64_t nowNs() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+TensorDesc bufferType(const fb::Buffer &B) {
+  TensorDesc T;
+  T.Type = DType(B.dtype());
+  if (B.shape())
+    T.Shape.assign(B.shape()->begin(), B.shape()->end());
+  return T;
+}
+
+AttrMap convertAttrs(const fb::Kernel &K) {
+  AttrMap M;
+  if (!K.attrs())
+    return M;
+  for (const fb::Attr *A : *K.attrs()) {
+    std::string N = A->name()->str();
+    switch (A->kind()) {
+    case fb::AttrKind::Int:
+      M.set(N, int64_t(A->i()));
+      break;
+    case fb::AttrKind::Float:
+      M.set(N, A->f());
+      break;
+    case fb::AttrKind::Bool:
+      M.set(N, bool(A->i()));
+      break;
+    case fb::AttrKind::String:
+      M.set(N, A->s() ? A->s()->str() : std::string());
+      break;
+    case fb::AttrKind::Type:
+      M.set(N, DType(A->i()));
+      break;
+    case fb::AttrKind::Shape:
+    case fb::AttrKind::IntList:
+      M.set(N, A->ints() ? std::vector<int64_t>(A->ints()->begin(),
+                                                A->ints()->end())
+                         : std::vector<int64_t>());
+      break;
+    case fb::AttrKind::FloatList:
+      M.set(N, A->floats() ? std::vector<double>(A->floats()->begin(),
+                                                 A->floats()->end())
+                           : std::vector<double>());
+      break;
+    case fb::AttrKind::StringList: {
+      std::vector<std::string> L;
+      if (A->strings())
+        for (const auto *S : *A->strings())
+          L.push_back(S->str());
+      M.set(N, L);
+      break;
+    }
+    }
+  }
+  return M;
+}
+
+template <typename T>
+void toDoubles(const void *Src, size_t N, std::vector<double> &Out) {
+  const T *P = static_cast<const T *>(Src);
+  Out.resize(N);
+  for (size_t I = 0; I < N; ++I)
+    Out[I] = double(P[I]);
+}
+
+} // namespace
+
+struct Executor::Impl {
+  const fb::Plan *P = nullptr;
+  ExecutorOptions Opts;
+  std::vector<std::unique_ptr<Device>> Devices;
+  std::vector<uint8_t *> BufPtr;
+  std::vector<TensorDesc> BufType;
+
+  enum class SlotKind { Compute, NoOp, Send, Recv, Collective };
+  struct Slot {
+    const fb::Kernel *K = nullptr;
+    uint32_t Device = 0;
+    SlotKind Kind = SlotKind::Compute;
+    std::unique_ptr<Kernel> Impl;
+    std::vector<void *> In, Out;
+    std::vector<uint32_t> Waits;
+    bool Signals = false;
+    int Event = -1;
+    // Recv.
+    uint32_t SrcKernel = 0;
+    const void *SrcPtr = nullptr;
+    size_t Bytes = 0;
+    // Collectives.
+    CollectiveGroup *Group = nullptr;
+    unsigned Participant = 0;
+    std::vector<TensorDesc> Types;
+    std::vector<const void *> CIn;
+  };
+  struct Program {
+    std::string Name;
+    int64_t Batch = 0;
+    std::vector<Slot> Slots;
+    std::vector<std::vector<uint32_t>> PerDevice;
+    std::vector<uint32_t> Active;
+    std::vector<InputSlot> Inputs;
+    std::vector<uint32_t> InputBuffers;
+    std::vector<std::vector<uint8_t>> Staging;
+    std::vector<std::unique_ptr<CollectiveGroup>> Groups;
+    std::unique_ptr<std::atomic<uint64_t>[]> Done;
+  };
+  std::vector<Program> Programs;
+
+  // Cross-device waits.
+  uint64_t RunId = 0;
+  std::mutex WaitM;
+  std::condition_variable WaitCV;
+
+  // Device threads (started when a program spans several devices).
+  std::vector<std::thread> Workers;
+  std::mutex JobM;
+  std::condition_variable JobCV, DoneCV;
+  uint64_t JobId = 0;
+  int JobProgram = 0;
+  uint64_t JobStep = 0;
+  unsigned Remaining = 0;
+  bool Stop = false;
+
+  // Tracing.
+  struct TraceEvent {
+    uint32_t Kernel;
+    int Program;
+    uint64_t Start, End;
+  };
+  std::atomic<bool> Tracing{false};
+  std::vector<std::vector<TraceEvent>> Trace;
+  uint64_t TraceStart = 0;
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> L(JobM);
+      Stop = true;
+    }
+    JobCV.notify_all();
+    for (std::thread &T : Workers)
+      T.join();
+  }
+
+  Status createDevices(std::vector<std::string> &Notes);
+  Status createProgram(const fb::Program &FP);
+  void runDevice(Program &Prog, int ProgIndex, uint32_t Dev, uint64_t Step);
+  void waitFor(Program &Prog, uint32_t Kernel) {
+    std::atomic<uint64_t> &D = Prog.Done[Kernel];
+    for (int Spin = 0; Spin < 2000; ++Spin)
+      if (D.load(std::memory_order_acquire) >= RunId)
+        return;
+    std::unique_lock<std::mutex> L(WaitM);
+    WaitCV.wait(L, [&] { return D.load(std::memory_order_acquire) >= RunId; });
+  }
+  void signal(Program &Prog, uint32_t Kernel) {
+    Prog.Done[Kernel].store(RunId, std::memory_order_release);
+    std::lock_guard<std::mutex> L(WaitM);
+    WaitCV.notify_all();
+  }
+  void worker(uint32_t Dev);
+};
+
+Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
+  int Threads = Opts.Threads > 0
+                    ? Opts.Threads
+                    : int(std::max(1u, std::thread::hardware_concurrency()));
+  int Gpus = -1;
+  for (const fb::Device *D : *P->devices()) {
+    std::string Name = D->name()->str();
+    if (D->kind() == fb::DeviceKind::GPU) {
+      if (Gpus < 0)
+        Gpus = cudaDeviceCount();
+      if (D->index() < Gpus) {
+        auto Dev = createCudaDevice(Name, D->index());
+        if (!Dev.isOk())
+          return Dev.status();
+        Devices.push_back(Dev.take());
+        continue;
+      }
+      std::string Why = "the plan places work on " + Name + ", but " +
+                        (Gpus == 0 ? std::string("this machine has no GPU")
+                                   : "this machine has " +
+                                         std::to_string(Gpus) + " GPU" +
+                                         (Gpus == 1 ? "" : "s"));
+      if (!Opts.SoftPlacement)
+        return Status::error(Why +
+                             " (compile with --clone-on-cpu, or run with "
+                             "--soft-placement to use the CPU instead)");
+      Notes.push_back(Why + "; running it on the CPU (soft placement)");
+    }
+    Devices.push_back(createCpuDevice(Name, Threads));
+  }
+  for (size_t I = 0; I < Devices.size(); ++I) {
+    const fb::Device *D = P->devices()->Get(I);
+    MDRT_RETURN_IF_ERROR(
+        Devices[I]->allocate(D->arena_bytes(), D->persistent_bytes()));
+  }
+  size_t NB = P->buffers() ? P->buffers()->size() : 0;
+  BufPtr.resize(NB);
+  BufType.resize(NB);
+  for (size_t I = 0; I < NB; ++I) {
+    const fb::Buffer *B = P->buffers()->Get(I);
+    Device &D = *Devices[B->device()];
+    BufPtr[I] = (B->persistent() ? D.persistent() : D.arena()) + B->offset();
+    BufType[I] = bufferType(*B);
+  }
+  Trace.resize(Devices.size());
+  return Status::ok();
+}
+
+Status Executor::Impl::createProgram(const fb::Program &FP) {
+  Programs.emplace_back();
+  Program &Prog = Programs.back();
+  Prog.Name = FP.name()->str();
+  Prog.Batch = FP.batch_size();
+  Prog.PerDevice.resize(Devices.size());
+  // Kernels, numbered through the devices in order.
+  int Events = 0;
+  if (FP.devices())
+    for (const fb::DeviceProgram *DP : *FP.devices()) {
+      if (!DP->kernels())
+        continue;
+      for (const fb::Kernel *K : *DP->kernels()) {
+        Slot S;
+        S.K = K;
+        S.Device = DP->device();
+        S.Signals = K->signals();
+        if (K->waits())
+          S.Waits.assign(K->waits()->begin(), K->waits()->end());
+        if (K->inputs())
+          for (uint32_t B : *K->inputs())
+            S.In.push_back(BufPtr[B]);
+        if (K->outputs())
+          for (uint32_t B : *K->outputs())
+            S.Out.push_back(BufPtr[B]);
+        Prog.PerDevice[DP->device()].push_back(uint32_t(Prog.Slots.size()));
+        Prog.Slots.push_back(std::move(S));
+      }
+    }
+  for (uint32_t D = 0; D < Prog.PerDevice.size(); ++D)
+    if (!Prog.PerDevice[D].empty())
+      Prog.Active.push_back(D);
+
+  // Sends by channel, for the Recvs.
+  std::map<int64_t, uint32_t> SendOf;
+  for (uint32_t Id = 0; Id < Prog.Slots.size(); ++Id) {
+    Slot &S = Prog.Slots[Id];
+    std::string Op = S.K->op()->str();
+    if (Op == "Send")
+      SendOf[convertAttrs(*S.K).getInt("channel", -1)] = Id;
+  }
+  for (uint32_t Id = 0; Id < Prog.Slots.size(); ++Id) {
+    Slot &S = Prog.Slots[Id];
+    const fb::Kernel &K = *S.K;
+    std::string Op = K.op()->str();
+    Device &Dev = *Devices[S.Device];
+    if (Op == "NoOp") {
+      S.Kind = SlotKind::NoOp;
+    } else if (Op == "Send") {
+      S.Kind = SlotKind::Send;
+      S.Signals = true;
+    } else if (Op == "Recv") {
+      S.Kind = SlotKind::Recv;
+      auto It = SendOf.find(convertAttrs(K).getInt("channel", -1));
+      if (It == SendOf.end())
+        return Status::error("recv '" + K.name()->str() +
+                             "' has no matching send in program '" +
+                             Prog.Name + "'");
+      S.SrcKernel = It->second;
+      const Slot &Send = Prog.Slots[It->second];
+      S.SrcPtr = Send.In[0];
+      S.Bytes = BufType[K.outputs()->Get(0)].bytes();
+      if (BufType[Send.K->inputs()->Get(0)].bytes() != S.Bytes)
+        return Status::error("recv '" + K.name()->str() +
+                             "' and its send disagree on the size");
+      if (std::find(S.Waits.begin(), S.Waits.end(), It->second) ==
+          S.Waits.end())
+        S.Waits.push_back(It->second);
+    } else if (Op == "AllReduce") {
+      S.Kind = SlotKind::Collective;
+      for (uint32_t B : *K.inputs()) {
+        S.Types.push_back(BufType[B]);
+        S.CIn.push_back(BufPtr[B]);
+      }
+    } else {
+      KernelInfo Info;
+      Info.Name = K.name()->str();
+      Info.Op = Op;
+      Info.Attrs = convertAttrs(K);
+      Info.Index = Id;
+      Info.NumThreads = Dev.threads();
+      if (K.inputs())
+        for (uint32_t B : *K.inputs())
+          Info.Inputs.push_back(BufType[B]);
+      if (K.outputs())
+        for (uint32_t B : *K.outputs())
+          Info.Outputs.push_back(BufType[B]);
+      auto Impl = KernelRegistry::get().create(Dev.kind(), Info);
+      if (!Impl.isOk())
+        return Impl.status().withContext("program '" + Prog.Name + "'");
+      S.Impl = Impl.take();
+    }
+  }
+  // Every waited kernel signals; events for asynchronous devices.
+  for (Slot &S : Prog.Slots)
+    for (uint32_t W : S.Waits)
+      Prog.Slots[W].Signals = true;
+  for (Slot &S : Prog.Slots)
+    if (S.Signals)
+      S.Event = Events++;
+  for (auto &D : Devices)
+    MDRT_RETURN_IF_ERROR(D->createEvents(Events));
+  Prog.Done.reset(new std::atomic<uint64_t>[Prog.Slots.size()]);
+  for (size_t I = 0; I < Prog.Slots.size(); ++I)
+    Prog.Done[I].store(0);
+
+  // Collectives: one group per bucket, participants in the listed order.
+  if (FP.collectives())
+    for (const fb::Collective *C : *FP.collectives()) {
+      std::vector<Device *> Devs;
+      for (uint32_t D : *C->devices())
+        Devs.push_back(Devices[D].get());
+      std::unique_ptr<CollectiveGroup> G;
+      bool AllGpu = std::all_of(Devs.begin(), Devs.end(), [](Device *D) {
+        return D->kind() == DeviceKind::GPU;
+      });
+      if (AllGpu)
+        G = createNcclCollective(Devs);
+      if (!G)
+        G = createHostCollective(unsigned(Devs.size()));
+      for (size_t I = 0; I < C->kernels()->size(); ++I) {
+        Slot &S = Prog.Slots[C->kernels()->Get(I)];
+        S.Group = G.get();
+        S.Participant = unsigned(I);
+      }
+      Prog.Groups.push_back(std::move(G));
+    }
+  for (Slot &S : Prog.Slots)
+    if (S.Kind == SlotKind::Collective && !S.Group)
+      return Status::error("all-reduce '" + S.K->name()->str() +
+                           "' belongs to no collective");
+
+  // Inputs: written on the host, moved to the device at the step's start.
+  if (FP.inputs())
+    for (const fb::InputBinding *In : *FP.inputs()) {
+      InputSlot IS;
+      IS.Name = In->name()->str();
+      IS.Feature = In->feature() ? In->feature()->str() : "";
+      IS.Type = BufType[In->buffer()];
+      Device &D = *Devices[P->buffers()->Get(In->buffer())->device()];
+      Prog.Staging.emplace_back();
+      if (D.kind() == DeviceKind::CPU) {
+        IS.Host = BufPtr[In->buffer()];
+      } else {
+        Prog.Staging.back().resize(IS.Type.bytes());
+        IS.Host = Prog.Staging.back().data();
+      }
+      Prog.Inputs.push_back(IS);
+      Prog.InputBuffers.push_back(In->buffer());
+    }
+  return Status::ok();
+}
+
+void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
+                               uint64_t Step) {
+  Device &Dev = *Devices[DevId];
+  bool Trace = Tracing.load(std::memory_order_relaxed);
+  for (uint32_t Id : Prog.PerDevice[DevId]) {
+    Slot &S = Prog.Slots[Id];
+    for (uint32_t W : S.Waits) {
+      waitFor(Prog, W);
+      const Slot &From = Prog.Slots[W];
+      Dev.waitEvent(*Devices[From.Device], From.Event);
+    }
+    uint64_t Start = Trace ? nowNs() : 0;
+    switch (S.Kind) {
+    case SlotKind::Compute: {
+      ExecContext C;
+      C.In = S.In.data();
+      C.Out = S.Out.data();
+      C.Step = Step;
+      C.Seed = Opts.Seed;
+      C.Stream = Dev.stream();
+      S.Impl->run(C);
+      break;
+    }
+    case SlotKind::NoOp:
+    case SlotKind::Send:
+      break;
+    case SlotKind::Recv: {
+      const Slot &Send = Prog.Slots[S.SrcKernel];
+      Dev.copyFrom(*Devices[Send.Device], Send.Event, S.Out[0], S.SrcPtr,
+                   S.Bytes);
+      break;
+    }
+    case SlotKind::Collective:
+      S.Group->allReduce(S.Participant, Dev, S.CIn, S.Out, S.Types);
+      break;
+    }
+    if (Trace) {
+      Dev.synchronize().isOk();
+      this->Trace[DevId].push_back({Id, ProgIndex, Start, nowNs()});
+    }
+    if (S.Signals) {
+      Dev.recordEvent(S.Event);
+      signal(Prog, Id);
+    }
+  }
+}
+
+void Executor::Impl::worker(uint32_t Dev) {
+  uint64_t Seen = 0;
+  for (;;) {
+    std::unique_lock<std::mutex> L(JobM);
+    JobCV.wait(L, [&] { return Stop || JobId != Seen; });
+    if (Stop)
+      return;
+    Seen = JobId;
+    int ProgIndex = JobProgram;
+    uint64_t Step = JobStep;
+    L.unlock();
+    Program &Prog = Programs[ProgIndex];
+    if (!Prog.PerDevice[Dev].empty())
+      runDevice(Prog, ProgIndex, Dev, Step);
+    L.lock();
+    if (--Remaining == 0)
+      DoneCV.notify_all();
+  }
+}
+
+StatusOr<std::unique_ptr<Executor>>
+Executor::create(std::shared_ptr<const PlanFile> Plan,
+                 const ExecutorOptions &Opts) {
+  std::unique_ptr<Executor> E(new Executor());
+  E->Plan = Plan;
+  E->I = std::make_unique<Impl>();
+  Impl &I = *E->I;
+  I.P = &Plan->plan();
+  I.Opts = Opts;
+  if (I.P->deployment() && I.P->deployment()->num_replicas() > 1)
+    E->Notes.push_back(
+        "this plan is replica " +
+        std::to_string(I.P->deployment()->replica_id()) + " of " +
+        std::to_string(I.P->deployment()->num_replicas()) +
+        "; mdrun runs it alone, with its parameter-server devices in this "
+        "process");
+  MDRT_RETURN_IF_ERROR(I.createDevices(E->Notes));
+  for (const fb::Program *FP : *I.P->programs())
+    MDRT_RETURN_IF_ERROR(I.createProgram(*FP));
+  bool Multi = false;
+  for (const Impl::Program &Prog : I.Programs)
+    Multi |= Prog.Active.size() > 1;
+  if (Multi)
+    for (uint32_t D = 0; D < I.Devices.size(); ++D)
+      I.Workers.emplace_back([&I, D] { I.worker(D); });
+  if (I.P->variables())
+    for (const fb::Variable *V : *I.P->variables())
+      E->Variables.push_back(
+          {V->name()->str(), I.BufType[V->buffer()], V->trainable()});
+  return std::move(E);
+}
+
+Executor::~Executor() = default;
+
+Status Executor::initialize() {
+  const fb::Plan &P = *I->P;
+  std::vector<uint8_t> Host;
+  if (P.variables()) {
+    for (const fb::Variable *V : *P.variables()) {
+      if (V->mirror_of() >= 0)
+        continue;
+      const TensorDesc &T = I->BufType[V->buffer()];
+      Host.assign(T.bytes(), 0);
+      MDRT_RETURN_IF_ERROR(initialValue(*V, T, I->Opts.Seed, Host.data()));
+      Device &D = *I->Devices[P.buffers()->Get(V->buffer())->device()];
+      D.copyFromHost(I->BufPtr[V->buffer()], Host.data(), Host.size());
+    }
+    // Mirrored copies start from their original's value.
+    for (const fb::Variable *V : *P.variables()) {
+      if (V->mirror_of() < 0)
+        continue;
+      const fb::Variable *Orig = P.variables()->Get(V->mirror_of());
+      const TensorDesc &T = I->BufType[V->buffer()];
+      Host.assign(T.bytes(), 0);
+      Device &From = *I->Devices[P.buffers()->Get(Orig->buffer())->device()];
+      From.copyToHost(Host.data(), I->BufPtr[Orig->buffer()], Host.size());
+      Device &D = *I->Devices[P.buffers()->Get(V->buffer())->device()];
+      D.copyFromHost(I->BufPtr[V->buffer()], Host.data(), Host.size());
+    }
+  }
+  if (P.constants())
+    for (const fb::Constant *C : *P.constants()) {
+      const TensorDesc &T = I->BufType[C->buffer()];
+      size_t N = size_t(T.numElements());
+      std::vector<double> Values(N, 0.0);
+      if (C->values() && C->values()->size() == N)
+        Values.assign(C->values()->begin(), C->values()->end());
+      else if (C->values() && C->values()->size() == 1)
+        std::fill(Values.begin(), Values.end(), C->values()->Get(0));
+      Host.assign(T.bytes(), 0);
+      for (size_t E = 0; E < N; ++E)
+        switch (T.Type) {
+        case DType::Float32:
+          reinterpret_cast<float *>(Host.data())[E] = float(Values[E]);
+          break;
+        case DType::Float64:
+          reinterpret_cast<double *>(Host.data())[E] = Values[E];
+          break;
+        case DType::Int32:
+          reinterpret_cast<int32_t *>(Host.data())[E] = int32_t(Values[E]);
+          break;
+        case DType::Int64:
+          reinterpret_cast<int64_t *>(Host.data())[E] = int64_t(Values[E]);
+          break;
+        default:
+          Host[E] = Values[E] != 0;
+          break;
+        }
+      Device &D = *I->Devices[P.buffers()->Get(C->buffer())->device()];
+      D.copyFromHost(I->BufPtr[C->buffer()], Host.data(), Host.size());
+    }
+  for (auto &D : I->Devices)
+    MDRT_RETURN_IF_ERROR(D->synchronize());
+  return Status::ok();
+}
+
+int Executor::programIndex(const std::string &Name) const {
+  for (size_t P = 0; P < I->Programs.size(); ++P)
+    if (I->Programs[P].Name == Name)
+      return int(P);
+  return -1;
+}
+
+const std::vector<InputSlot> &Executor::inputs(int Program) const {
+  return I->Programs[Program].Inputs;
+}
+
+int64_t Executor::batchSize(int Program) const {
+  return I->Programs[Program].Batch;
+}
+
+Status Executor::run(int ProgIndex, uint64_t Step) {
+  Impl::Program &Prog = I->Programs[ProgIndex];
+  ++I->RunId;
+  // Inputs staged on the host go to their devices first.
+  for (size_t K = 0; K < Prog.Inputs.size(); ++K) {
+    uint32_t B = Prog.InputBuffers[K];
+    Device &D = *I->Devices[I->P->buffers()->Get(B)->device()];
+    if (D.kind() != DeviceKind::CPU)
+      D.copyFromHost(I->BufPtr[B], Prog.Inputs[K].Host,
+                     Prog.Inputs[K].Type.bytes());
+  }
+  if (Prog.Active.size() <= 1) {
+    if (!Prog.Active.empty())
+      I->runDevice(Prog, ProgIndex, Prog.Active[0], Step);
+  } else {
+    std::unique_lock<std::mutex> L(I->JobM);
+    I->JobProgram = ProgIndex;
+    I->JobStep = Step;
+    I->Remaining = unsigned(I->Devices.size());
+    ++I->JobId;
+    I->JobCV.notify_all();
+    I->DoneCV.wait(L, [&] { return I->Remaining == 0; });
+  }
+  for (uint32_t D : Prog.Active)
+    MDRT_RETURN_IF_ERROR(I->Devices[D]->synchronize());
+  return Status::ok();
+}
+
+Status Executor::readOutputs(int ProgIndex, std::vector<OutputValue> &Out) {
+  const fb::Program &FP = *I->P->programs()->Get(ProgIndex);
+  Out.clear();
+  if (!FP.outputs())
+    return Status::ok();
+  std::vector<uint8_t> Host;
+  for (const fb::Output *O : *FP.outputs()) {
+    OutputValue V;
+    V.Name = O->name()->str();
+    V.Kind = O->kind();
+    V.Type = I->BufType[O->buffer()];
+    Host.resize(V.Type.bytes());
+    Device &D = *I->Devices[I->P->buffers()->Get(O->buffer())->device()];
+    D.copyToHost(Host.data(), I->BufPtr[O->buffer()], Host.size());
+    size_t N = size_t(V.Type.numElements());
+    switch (V.Type.Type) {
+    case DType::Float32:
+      toDoubles<float>(Host.data(), N, V.Values);
+      break;
+    case DType::Float64:
+      toDoubles<double>(Host.data(), N, V.Values);
+      break;
+    case DType::Int32:
+      toDoubles<int32_t>(Host.data(), N, V.Values);
+      break;
+    case DType::Int64:
+      toDoubles<int64_t>(Host.data(), N, V.Values);
+      break;
+    default:
+      toDoubles<uint8_t>(Host.data(), N, V.Values);
+      break;
+    }
+    Out.push_back(std::move(V));
+  }
+  return Status::ok();
+}
+
+Status Executor::readVariable(size_t Index, void *Host) {
+  const fb::Variable *V = I->P->variables()->Get(uint32_t(Index));
+  Device &D = *I->Devices[I->P->buffers()->Get(V->buffer())->device()];
+  D.copyToHost(Host, I->BufPtr[V->buffer()], I->BufType[V->buffer()].bytes());
+  return D.synchronize();
+}
+
+Status Executor::writeVariable(size_t Index, const void *Host) {
+  const fb::Variable *V = I->P->variables()->Get(uint32_t(Index));
+  Device &D = *I->Devices[I->P->buffers()->Get(V->buffer())->device()];
+  D.copyFromHost(I->BufPtr[V->buffer()], Host,
+                 I->BufType[V->buffer()].bytes());
+  return D.synchronize();
+}
+
+void Executor::setTracing(bool On) {
+  if (On && !I->TraceStart)
+    I->TraceStart = nowNs();
+  I->Tracing.store(On);
+}
+
+void Executor::writeTrace(std::ostream &OS) const {
+  auto Escape = [](const std::string &S) {
+    std::string R;
+    for (char C : S) {
+      if (C == '"' || C == '\\')
+        R += '\\';
+      R += C;
+    }
+    return R;
+  };
+  OS << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  bool First = true;
+  for (size_t D = 0; D < I->Devices.size(); ++D) {
+    OS << (First ? "" : ",\n")
+       << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << D
+       << ",\"args\":{\"name\":\"" << Escape(I->Devices[D]->name()) << "\"}}";
+    First = false;
+    for (const Impl::TraceEvent &E : I->Trace[D]) {
+      const Impl::Slot &S = I->Programs[E.Program].Slots[E.Kernel];
+      char Buf[128];
+      snprintf(Buf, sizeof(Buf), "%.3f,\"dur\":%.3f",
+               double(E.Start - I->TraceStart) / 1000.0,
+               double(E.End - E.Start) / 1000.0);
+      OS << ",\n{\"name\":\"" << Escape(S.K->name()->str())
+         << "\",\"cat\":\"" << Escape(S.K->op()->str())
+         << "\",\"ph\":\"X\",\"pid\":1,\"tid\":" << D << ",\"ts\":" << Buf
+         << ",\"args\":{\"program\":\"" << I->Programs[E.Program].Name
+         << "\"}}";
+    }
+  }
+  OS << "\n]}\n";
+}

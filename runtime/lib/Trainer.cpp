@@ -1,0 +1,456 @@
+//===- Trainer.cpp - The training loop ------------------------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdrt/Trainer.h"
+#include "mdrt/Checkpoint.h"
+
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+using namespace mdrt;
+
+namespace {
+
+double seconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string fixed(double V, int Digits) {
+  char Buf[64];
+  snprintf(Buf, sizeof(Buf), "%.*f", Digits, V);
+  return Buf;
+}
+
+std::string duration(double S) {
+  if (!(S >= 0) || S > 1e7)
+    return "?";
+  int T = int(S + 0.5);
+  char Buf[32];
+  if (T >= 3600)
+    snprintf(Buf, sizeof(Buf), "%d:%02d:%02d", T / 3600, T / 60 % 60, T % 60);
+  else
+    snprintf(Buf, sizeof(Buf), "%d:%02d", T / 60, T % 60);
+  return Buf;
+}
+
+/// Number of classes a label input must stay below: the width of the
+/// logits of the SparseSoftmaxCrossEntropy kernels that read it (through
+/// views), or 0 when no such kernel reads it.
+int64_t classesOf(const fb::Plan &P, const fb::Program &Prog, uint32_t Buf) {
+  auto Root = [&](uint32_t B) {
+    while (P.buffers()->Get(B)->alias_of() >= 0)
+      B = uint32_t(P.buffers()->Get(B)->alias_of());
+    return B;
+  };
+  int64_t Classes = 0;
+  if (!Prog.devices())
+    return 0;
+  for (const fb::DeviceProgram *DP : *Prog.devices()) {
+    if (!DP->kernels())
+      continue;
+    for (const fb::Kernel *K : *DP->kernels())
+      if (K->op()->str() == "SparseSoftmaxCrossEntropy" && K->inputs() &&
+          K->inputs()->size() == 2 && Root(K->inputs()->Get(1)) == Buf) {
+        const fb::Buffer *L = P.buffers()->Get(K->inputs()->Get(0));
+        if (L->shape() && L->shape()->size() == 2)
+          Classes = L->shape()->Get(1);
+      }
+  }
+  return Classes;
+}
+
+} // namespace
+
+struct Trainer::Impl {
+  std::shared_ptr<const PlanFile> Plan;
+  TrainOptions Opts;
+  std::ostream &Log;
+  std::unique_ptr<Executor> Exec;
+  int TrainProg = -1, EvalProg = -1;
+  std::shared_ptr<const Dataset> TrainData, EvalData;
+  std::unique_ptr<BatchIterator> TrainIt;
+  std::vector<void *> TrainInputs, EvalInputs;
+  std::ofstream Metrics;
+  bool ProgressBar = false;
+  uint64_t EvalRuns = 0;
+
+  Impl(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
+       std::ostream &Log)
+      : Plan(std::move(Plan)), Opts(Opts), Log(Log) {}
+
+  std::vector<FeatureRequest> requests(int Prog, std::vector<void *> &Ptrs);
+  Status loadData();
+  Status evaluate(int64_t Step, std::map<std::string, double> &Out);
+  Status checkpoint(int64_t Step);
+  Status resume(int64_t &Step);
+  void metricsLine(const std::string &JSON) {
+    if (Metrics.is_open()) {
+      Metrics << JSON << '\n';
+      Metrics.flush();
+    }
+  }
+};
+
+std::vector<FeatureRequest> Trainer::Impl::requests(int Prog,
+                                                    std::vector<void *> &Ptrs) {
+  std::vector<FeatureRequest> R;
+  const fb::Program &FP = *Plan->plan().programs()->Get(Prog);
+  size_t I = 0;
+  for (const InputSlot &S : Exec->inputs(Prog)) {
+    FeatureRequest Q;
+    Q.Feature = S.Feature.empty() ? S.Name : S.Feature;
+    Q.Type = S.Type.Type;
+    Q.Shape.assign(S.Type.Shape.begin() + 1, S.Type.Shape.end());
+    if (Q.Type == DType::Int32 || Q.Type == DType::Int64)
+      Q.NumClasses =
+          classesOf(Plan->plan(), FP, FP.inputs()->Get(uint32_t(I))->buffer());
+    R.push_back(Q);
+    Ptrs.push_back(S.Host);
+    ++I;
+  }
+  return R;
+}
+
+Status Trainer::Impl::loadData() {
+  std::vector<FeatureRequest> TrainReq = requests(TrainProg, TrainInputs);
+  std::vector<FeatureRequest> EvalReq;
+  if (EvalProg >= 0)
+    EvalReq = requests(EvalProg, EvalInputs);
+  if (Opts.Synthetic) {
+    auto D = Dataset::synthetic(TrainReq, Opts.SyntheticExamples, Opts.Seed);
+    if (!D.isOk())
+      return D.status();
+    TrainData = std::make_shared<Dataset>(D.take());
+    if (EvalProg >= 0) {
+      auto E = Dataset::synthetic(EvalReq, std::max<int64_t>(
+                                               Opts.SyntheticExamples / 6, 1),
+                                  Opts.Seed + 1);
+      if (!E.isOk())
+        return E.status();
+      EvalData = std::make_shared<Dataset>(E.take());
+    }
+  } else {
+    std::vector<std::string> Features;
+    for (const FeatureRequest &Q : TrainReq)
+      Features.push_back(Q.Feature);
+    auto D = Dataset::load(Opts.DataDir, "train", Features);
+    if (!D.isOk())
+      return D.status().withContext("training data");
+    TrainData = std::make_shared<Dataset>(D.take());
+    if (EvalProg >= 0 && Opts.Eval) {
+      std::vector<std::string> EvalFeatures;
+      for (const FeatureRequest &Q : EvalReq)
+        EvalFeatures.push_back(Q.Feature);
+      auto E = Dataset::load(Opts.DataDir, "t10k", EvalFeatures);
+      if (!E.isOk()) {
+        Log << "note: no evaluation: " << E.status().message() << '\n';
+      } else {
+        EvalData = std::make_shared<Dataset>(E.take());
+      }
+    }
+  }
+  BatchOptions BO;
+  BO.BatchSize = Exec->batchSize(TrainProg);
+  BO.Shuffle = Opts.Shuffle;
+  BO.Seed = Opts.Seed;
+  BO.Prefetch = Opts.Prefetch;
+  auto It = BatchIterator::create(TrainData, TrainReq, BO);
+  if (!It.isOk())
+    return It.status().withContext("training data");
+  TrainIt = It.take();
+  if (EvalData) {
+    // Check the evaluation inputs now rather than at the first evaluation.
+    for (const FeatureRequest &Q : EvalReq)
+      MDRT_RETURN_IF_ERROR(
+          EvalData->checkRequest(Q).withContext("evaluation data"));
+  }
+  return Status::ok();
+}
+
+Status Trainer::Impl::evaluate(int64_t Step, std::map<std::string, double> &Out) {
+  Out.clear();
+  if (EvalProg < 0 || !EvalData)
+    return Status::ok();
+  std::vector<FeatureRequest> Req;
+  std::vector<void *> Ptrs;
+  Req = requests(EvalProg, Ptrs);
+  BatchOptions BO;
+  BO.BatchSize = Exec->batchSize(EvalProg);
+  BO.Shuffle = false;
+  BO.Last = LastBatch::Pad;
+  BO.Prefetch = Opts.Prefetch;
+  auto It = BatchIterator::create(EvalData, Req, BO);
+  if (!It.isOk())
+    return It.status().withContext("evaluation data");
+  int64_t Total = 0;
+  std::map<std::string, double> Sums;
+  std::vector<OutputValue> Outs;
+  for (;;) {
+    BatchInfo B = (*It)->next(Ptrs);
+    MDRT_RETURN_IF_ERROR(Exec->run(EvalProg, EvalRuns++));
+    MDRT_RETURN_IF_ERROR(Exec->readOutputs(EvalProg, Outs));
+    for (const OutputValue &O : Outs) {
+      if (O.Kind == fb::OutputKind::Loss) {
+        Sums[O.Name] += O.Values.empty() ? 0 : O.Values[0] * double(B.Valid);
+      } else if (O.Kind == fb::OutputKind::Metric) {
+        // Per-example values: the padding rows do not count.
+        size_t N = std::min<size_t>(O.Values.size(), size_t(B.Valid));
+        double S = 0;
+        if (O.Values.size() == size_t(B.Valid) || O.Values.size() > 1) {
+          for (size_t I = 0; I < N; ++I)
+            S += O.Values[I];
+        } else {
+          S = O.Values.empty() ? 0 : O.Values[0] * double(B.Valid);
+        }
+        Sums[O.Name] += S;
+      }
+    }
+    Total += B.Valid;
+    if (B.EndOfEpoch)
+      break;
+  }
+  for (auto &[K, V] : Sums)
+    Out[K] = Total ? V / double(Total) : 0;
+  std::string Line = "eval step " + std::to_string(Step) + ":";
+  std::string JSON = "{\"step\":" + std::to_string(Step) +
+                     ",\"eval_examples\":" + std::to_string(Total);
+  for (auto &[K, V] : Out) {
+    bool Pct = K.find("accuracy") != std::string::npos;
+    Line += " " + K + " " + (Pct ? fixed(100 * V, 2) + "%" : fixed(V, 4));
+    JSON += ",\"eval_" + K + "\":" + fixed(V, 6);
+  }
+  Log << Line << " (" << Total << " examples)\n";
+  metricsLine(JSON + "}");
+  return Status::ok();
+}
+
+Status Trainer::Impl::checkpoint(int64_t Step) {
+  if (Opts.CheckpointDir.empty())
+    return Status::ok();
+  CheckpointState S;
+  S.PlanFingerprint = Plan->plan().fingerprint();
+  S.Step = Step;
+  S.Data = TrainIt->position();
+  S.Seed = Opts.Seed;
+  std::vector<std::vector<uint8_t>> Bufs(Exec->variables().size());
+  std::vector<CheckpointTensorRef> Refs;
+  for (size_t I = 0; I < Bufs.size(); ++I) {
+    const VariableInfo &V = Exec->variables()[I];
+    Bufs[I].resize(V.Type.bytes());
+    MDRT_RETURN_IF_ERROR(Exec->readVariable(I, Bufs[I].data()));
+    Refs.push_back({V.Name, V.Type, Bufs[I].data()});
+  }
+  std::string Path = Opts.CheckpointDir + "/" + checkpointFileName(Step);
+  MDRT_RETURN_IF_ERROR(writeCheckpoint(Path, S, Refs));
+  if (Opts.KeepCheckpoints > 0)
+    MDRT_RETURN_IF_ERROR(pruneCheckpoints(Opts.CheckpointDir,
+                                          Opts.KeepCheckpoints));
+  return Status::ok();
+}
+
+Status Trainer::Impl::resume(int64_t &Step) {
+  auto Latest = latestCheckpoint(Opts.CheckpointDir);
+  if (!Latest.isOk())
+    return Latest.status();
+  if (Latest->empty()) {
+    Log << "note: no checkpoint in " << Opts.CheckpointDir
+        << "; starting from the beginning\n";
+    return Status::ok();
+  }
+  std::vector<ExpectedTensor> Expected;
+  for (const VariableInfo &V : Exec->variables())
+    Expected.push_back({V.Name, V.Type});
+  auto C = loadCheckpoint(*Latest, Plan->plan().fingerprint(), Expected);
+  if (!C.isOk())
+    return C.status();
+  if (C->State.Seed != Opts.Seed)
+    return Status::error("checkpoint '" + *Latest + "' was written by a run "
+                         "with seed " +
+                         std::to_string(C->State.Seed) + ", not " +
+                         std::to_string(Opts.Seed) +
+                         " (resume with the same --seed)");
+  for (size_t I = 0; I < Exec->variables().size(); ++I) {
+    const CheckpointTensor *T = C->find(Exec->variables()[I].Name);
+    MDRT_RETURN_IF_ERROR(Exec->writeVariable(I, T->Data.data()));
+  }
+  MDRT_RETURN_IF_ERROR(TrainIt->seek(C->State.Data));
+  Step = C->State.Step;
+  Log << "resumed from " << *Latest << " at step " << Step << '\n';
+  return Status::ok();
+}
+
+Trainer::Trainer(std::unique_ptr<Impl> I) : I(std::move(I)) {}
+Trainer::~Trainer() = default;
+
+StatusOr<std::unique_ptr<Trainer>>
+Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
+                std::ostream &Log) {
+  auto Impl = std::make_unique<Trainer::Impl>(Plan, Opts, Log);
+  if (Opts.DataDir.empty() && !Opts.Synthetic)
+    return Status::error("no data: give --data=DIR or --synthetic");
+  ExecutorOptions EO = Opts.Exec;
+  EO.Seed = Opts.Seed;
+  auto Exec = Executor::create(Plan, EO);
+  if (!Exec.isOk())
+    return Exec.status();
+  Impl->Exec = Exec.take();
+  for (const std::string &N : Impl->Exec->notes())
+    Log << "note: " << N << '\n';
+  Impl->TrainProg = Impl->Exec->programIndex("train");
+  if (Impl->TrainProg < 0)
+    return Status::error("plan '" + Plan->name() +
+                         "' has no training program");
+  if (Opts.Eval)
+    Impl->EvalProg = Impl->Exec->programIndex("eval");
+  MDRT_RETURN_IF_ERROR(Impl->Exec->initialize());
+  MDRT_RETURN_IF_ERROR(Impl->loadData());
+  if (!Opts.MetricsPath.empty()) {
+    Impl->Metrics.open(Opts.MetricsPath, std::ios::out | std::ios::trunc);
+    if (!Impl->Metrics)
+      return Status::error("cannot write metrics file '" + Opts.MetricsPath +
+                           "'");
+  }
+  Impl->ProgressBar =
+      Opts.Progress > 0 || (Opts.Progress < 0 && isatty(STDERR_FILENO));
+  return std::unique_ptr<Trainer>(new Trainer(std::move(Impl)));
+}
+
+Status Trainer::run(TrainResult &R) {
+  Impl &T = *I;
+  const TrainOptions &O = T.Opts;
+  int64_t PerEpoch = T.TrainIt->batchesPerEpoch();
+  if (PerEpoch <= 0)
+    return Status::error("the training data has fewer examples (" +
+                         std::to_string(T.TrainData->size()) +
+                         ") than one batch (" +
+                         std::to_string(T.Exec->batchSize(T.TrainProg)) + ")");
+  int64_t Total = O.Steps > 0 ? O.Steps
+                              : int64_t(std::ceil((O.Epochs > 0 ? O.Epochs : 1) *
+                                                  double(PerEpoch)));
+  int64_t Step = 0;
+  if (O.Resume) {
+    if (O.CheckpointDir.empty())
+      return Status::error("--resume needs --checkpoint-dir");
+    MDRT_RETURN_IF_ERROR(T.resume(Step));
+  }
+  int64_t Batch = T.Exec->batchSize(T.TrainProg);
+  int64_t TraceFrom = O.TracePath.empty() ? -1 : Step + 1;
+  int64_t TraceTo = TraceFrom + O.TraceSteps;
+  T.Log << "training " << T.Plan->plan().model()->str() << ": " << Total
+        << " steps of " << Batch << " examples (" << PerEpoch
+        << " steps per epoch)\n";
+
+  std::vector<OutputValue> Outs;
+  double Start = seconds(), LastLog = Start;
+  int64_t LastLogStep = Step, Examples = 0;
+  double LossSum = 0;
+  int64_t LossCount = 0;
+  while (Step < Total) {
+    BatchInfo B = T.TrainIt->next(T.TrainInputs);
+    if (Step == TraceFrom)
+      T.Exec->setTracing(true);
+    MDRT_RETURN_IF_ERROR(T.Exec->run(T.TrainProg, uint64_t(Step)));
+    if (Step + 1 == TraceTo)
+      T.Exec->setTracing(false);
+    ++Step;
+    Examples += Batch;
+    MDRT_RETURN_IF_ERROR(T.Exec->readOutputs(T.TrainProg, Outs));
+    double Loss = NAN;
+    std::string SummaryJSON;
+    for (const OutputValue &V : Outs) {
+      if (V.Values.empty())
+        continue;
+      if (V.Kind == fb::OutputKind::Loss)
+        Loss = V.Values[0];
+      else if (V.Kind == fb::OutputKind::Summary)
+        SummaryJSON += ",\"" + V.Name + "\":" + fixed(V.Values[0], 6);
+    }
+    R.LastLoss = Loss;
+    LossSum += Loss;
+    ++LossCount;
+    if (O.PrintLosses) {
+      char Buf[64];
+      snprintf(Buf, sizeof(Buf), "%.9g", Loss);
+      T.Log << "step " << Step << " loss " << Buf << '\n';
+    }
+    if (!std::isfinite(Loss))
+      return Status::error("the loss is " + std::string(std::isnan(Loss) ? "NaN" : "infinite") +
+                           " at step " + std::to_string(Step) +
+                           " (lower the learning rate?)");
+    double Now = seconds();
+    bool LogNow = O.LogEvery > 0 && (Step % O.LogEvery == 0 || Step == Total);
+    if (T.ProgressBar && (Now - LastLog > 0.25 || Step == Total)) {
+      double Rate = double(Examples) / std::max(Now - Start, 1e-9);
+      double Eta = double(Total - Step) * double(Batch) / std::max(Rate, 1e-9);
+      int Width = 24, Filled = int(Width * double(Step) / double(Total));
+      std::fprintf(stderr, "\r[%s%s] step %" PRId64 "/%" PRId64
+                           " loss %.4f %.0f ex/s ETA %s   ",
+                   std::string(Filled, '=').c_str(),
+                   std::string(Width - Filled, ' ').c_str(), Step, Total,
+                   LossSum / double(LossCount), Rate, duration(Eta).c_str());
+      std::fflush(stderr);
+      if (!LogNow)
+        LastLog = Now;
+    }
+    if (LogNow) {
+      double Rate = double(Batch) * double(Step - LastLogStep) /
+                    std::max(Now - LastLog, 1e-9);
+      if (T.ProgressBar)
+        std::fprintf(stderr, "\r%*s\r", 90, "");
+      T.Log << "step " << Step << "/" << Total << " epoch "
+            << fixed(double(Step) / double(PerEpoch), 2) << " loss "
+            << fixed(LossSum / double(LossCount), 4) << " ("
+            << fixed(Rate, 0) << " examples/s)\n";
+      T.metricsLine("{\"step\":" + std::to_string(Step) +
+                    ",\"loss\":" + fixed(LossSum / double(LossCount), 6) +
+                    ",\"examples_per_sec\":" + fixed(Rate, 1) + SummaryJSON +
+                    "}");
+      LastLog = Now;
+      LastLogStep = Step;
+      LossSum = 0;
+      LossCount = 0;
+    }
+    if (O.CheckpointEvery > 0 && Step % O.CheckpointEvery == 0 && Step < Total)
+      MDRT_RETURN_IF_ERROR(T.checkpoint(Step));
+    if (Step == O.KillAtStep) {
+      T.Log.flush();
+      std::raise(SIGKILL);
+    }
+    bool EvalNow = O.EvalEvery > 0 ? Step % O.EvalEvery == 0
+                                   : (B.EndOfEpoch && Step < Total);
+    if (O.Eval && EvalNow && Step < Total) {
+      if (T.ProgressBar)
+        std::fprintf(stderr, "\r%*s\r", 90, "");
+      MDRT_RETURN_IF_ERROR(T.evaluate(Step, R.Eval));
+    }
+  }
+  if (T.ProgressBar)
+    std::fprintf(stderr, "\r%*s\r", 90, "");
+  double Elapsed = seconds() - Start;
+  R.Steps = Step;
+  R.Seconds = Elapsed;
+  R.ExamplesPerSecond = double(Examples) / std::max(Elapsed, 1e-9);
+  MDRT_RETURN_IF_ERROR(T.checkpoint(Step));
+  if (O.Eval)
+    MDRT_RETURN_IF_ERROR(T.evaluate(Step, R.Eval));
+  if (!O.TracePath.empty()) {
+    std::ofstream Trace(O.TracePath);
+    T.Exec->writeTrace(Trace);
+    if (!Trace)
+      return Status::error("cannot write trace '" + O.TracePath + "'");
+    T.Log << "trace of steps " << TraceFrom + 1 << " to "
+          << std::min(TraceTo, Total) << " written to " << O.TracePath << '\n';
+  }
+  return Status::ok();
+}

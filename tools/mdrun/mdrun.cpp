@@ -1,0 +1,253 @@
+//===- mdrun.cpp - Run an mdplan plan -------------------------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// mdrun PLAN --data=DIR [--steps=N | --epochs=E] [options]
+//
+// Trains with the plan's training program and evaluates with its eval
+// program. The runtime library does the work; this file parses options
+// (mdrun links neither LLVM nor Protobuf, so it has its own small parser).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdrt/Plan.h"
+#include "mdrt/Trainer.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+using namespace mdrt;
+
+namespace {
+
+/// One command-line option: --name=value, or --name for flags.
+struct Option {
+  const char *Name;
+  const char *Value; // null for flags
+  const char *Help;
+  std::function<bool(const std::string &)> Set;
+};
+
+bool parseInt(const std::string &S, int64_t &Out, int64_t Min) {
+  char *End = nullptr;
+  errno = 0;
+  long long V = std::strtoll(S.c_str(), &End, 10);
+  if (S.empty() || *End || errno || V < Min)
+    return false;
+  Out = V;
+  return true;
+}
+
+bool parseDouble(const std::string &S, double &Out) {
+  char *End = nullptr;
+  double V = std::strtod(S.c_str(), &End);
+  if (S.empty() || *End || !(V > 0))
+    return false;
+  Out = V;
+  return true;
+}
+
+void usage(const std::vector<Option> &Opts, std::ostream &OS) {
+  OS << "usage: mdrun PLAN (--data=DIR | --synthetic) [options]\n\n"
+        "Trains a model with a plan compiled by mdplan, and evaluates it.\n\n"
+        "options:\n";
+  for (const Option &O : Opts) {
+    std::string Left = std::string("  --") + O.Name;
+    if (O.Value)
+      Left += std::string("=") + O.Value;
+    OS << Left;
+    OS << std::string(Left.size() < 30 ? 30 - Left.size() : 1, ' ') << O.Help
+       << '\n';
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  TrainOptions T;
+  std::string PlanPath;
+  bool DumpPlan = false, Help = false, Quiet = false;
+  int64_t I64 = 0;
+  std::vector<Option> Opts = {
+      {"data", "DIR", "IDX dataset directory (train and t10k splits)",
+       [&](const std::string &V) { return !(T.DataDir = V).empty(); }},
+      {"synthetic", nullptr, "random data of the plan's shapes",
+       [&](const std::string &) { return T.Synthetic = true; }},
+      {"synthetic-examples", "N", "examples of synthetic data (60000)",
+       [&](const std::string &V) {
+         return parseInt(V, T.SyntheticExamples, 1);
+       }},
+      {"steps", "N", "training steps", [&](const std::string &V) {
+         return parseInt(V, T.Steps, 1);
+       }},
+      {"epochs", "E", "training epochs (default 1)",
+       [&](const std::string &V) { return parseDouble(V, T.Epochs); }},
+      {"seed", "S", "run seed: initial values, shuffling, dropout (1)",
+       [&](const std::string &V) {
+         bool Ok = parseInt(V, I64, 0);
+         T.Seed = uint64_t(I64);
+         return Ok;
+       }},
+      {"threads", "N", "threads per device (all cores)",
+       [&](const std::string &V) {
+         bool Ok = parseInt(V, I64, 1);
+         T.Exec.Threads = int(I64);
+         return Ok;
+       }},
+      {"no-shuffle", nullptr, "keep the dataset's order",
+       [&](const std::string &) { return !(T.Shuffle = false); }},
+      {"log-every", "N", "log the loss every N steps (100; 0 never)",
+       [&](const std::string &V) { return parseInt(V, T.LogEvery, 0); }},
+      {"eval-every", "N", "evaluate every N steps (each epoch)",
+       [&](const std::string &V) { return parseInt(V, T.EvalEvery, 1); }},
+      {"no-eval", nullptr, "do not evaluate",
+       [&](const std::string &) { return !(T.Eval = false); }},
+      {"print-losses", nullptr, "print every step's loss, full precision",
+       [&](const std::string &) { return T.PrintLosses = true; }},
+      {"progress", nullptr, "progress bar on stderr (default: on a terminal)",
+       [&](const std::string &) { return (T.Progress = 1) == 1; }},
+      {"no-progress", nullptr, "no progress bar",
+       [&](const std::string &) { return (T.Progress = 0) == 0; }},
+      {"metrics", "FILE", "write metrics as JSON lines",
+       [&](const std::string &V) { return !(T.MetricsPath = V).empty(); }},
+      {"trace", "FILE", "write a Chrome trace (Perfetto) of a few steps",
+       [&](const std::string &V) { return !(T.TracePath = V).empty(); }},
+      {"trace-steps", "N", "steps in the trace (3)",
+       [&](const std::string &V) {
+         bool Ok = parseInt(V, I64, 1);
+         T.TraceSteps = int(I64);
+         return Ok;
+       }},
+      {"checkpoint-dir", "DIR", "where checkpoints go",
+       [&](const std::string &V) { return !(T.CheckpointDir = V).empty(); }},
+      {"checkpoint-every", "N", "checkpoint every N steps (and at the end)",
+       [&](const std::string &V) {
+         return parseInt(V, T.CheckpointEvery, 1);
+       }},
+      {"keep-checkpoints", "N", "checkpoints to keep (3; 0 all)",
+       [&](const std::string &V) {
+         bool Ok = parseInt(V, I64, 0);
+         T.KeepCheckpoints = int(I64);
+         return Ok;
+       }},
+      {"resume", nullptr, "continue from the latest checkpoint",
+       [&](const std::string &) { return T.Resume = true; }},
+      {"soft-placement", nullptr, "run GPU devices the machine lacks on the CPU",
+       [&](const std::string &) { return T.Exec.SoftPlacement = true; }},
+      {"prefetch", "N", "batches prepared ahead (2)",
+       [&](const std::string &V) {
+         bool Ok = parseInt(V, I64, 0);
+         T.Prefetch = int(I64);
+         return Ok;
+       }},
+      {"dump-plan", nullptr, "print the plan as text and exit",
+       [&](const std::string &) { return DumpPlan = true; }},
+      {"quiet", nullptr, "print only the final result",
+       [&](const std::string &) { return Quiet = true; }},
+      {"kill-at-step", "N", "testing: SIGKILL itself after step N",
+       [&](const std::string &V) { return parseInt(V, T.KillAtStep, 1); }},
+      {"help", nullptr, "this text",
+       [&](const std::string &) { return Help = true; }},
+  };
+
+  for (int A = 1; A < argc; ++A) {
+    std::string Arg = argv[A];
+    if (Arg.rfind("--", 0) != 0 || Arg == "--") {
+      if (!PlanPath.empty()) {
+        std::cerr << "mdrun: error: more than one plan given ('" << PlanPath
+                  << "' and '" << Arg << "')\n";
+        return 2;
+      }
+      PlanPath = Arg;
+      continue;
+    }
+    std::string Name = Arg.substr(2), Value;
+    size_t Eq = Name.find('=');
+    bool HasValue = Eq != std::string::npos;
+    if (HasValue) {
+      Value = Name.substr(Eq + 1);
+      Name = Name.substr(0, Eq);
+    }
+    const Option *Found = nullptr;
+    for (const Option &O : Opts)
+      if (Name == O.Name)
+        Found = &O;
+    if (!Found) {
+      std::cerr << "mdrun: error: unknown option '--" << Name
+                << "' (see --help)\n";
+      return 2;
+    }
+    if (Found->Value && !HasValue) {
+      if (A + 1 >= argc) {
+        std::cerr << "mdrun: error: --" << Name << " needs a value ("
+                  << Found->Value << ")\n";
+        return 2;
+      }
+      Value = argv[++A];
+    } else if (!Found->Value && HasValue) {
+      std::cerr << "mdrun: error: --" << Name << " takes no value\n";
+      return 2;
+    }
+    if (!Found->Set(Value)) {
+      std::cerr << "mdrun: error: invalid value '" << Value << "' for --"
+                << Name << '\n';
+      return 2;
+    }
+  }
+  if (Help) {
+    usage(Opts, std::cout);
+    return 0;
+  }
+  if (PlanPath.empty()) {
+    std::cerr << "mdrun: error: no plan given (mdrun PLAN --data=DIR)\n";
+    return 2;
+  }
+  if (T.Steps > 0 && T.Epochs > 0) {
+    std::cerr << "mdrun: error: give --steps or --epochs, not both\n";
+    return 2;
+  }
+
+  auto Plan = PlanFile::load(PlanPath);
+  if (!Plan.isOk()) {
+    std::cerr << "mdrun: error: " << Plan.status().message() << '\n';
+    return 1;
+  }
+  std::shared_ptr<const PlanFile> P = Plan.take();
+  if (DumpPlan) {
+    printPlanText(P->plan(), std::cout);
+    return 0;
+  }
+  std::ostream Null(nullptr);
+  std::ostream &Log = Quiet ? Null : std::cout;
+  if (Quiet && T.Progress < 0)
+    T.Progress = 0;
+  auto Trainer = Trainer::create(P, T, Log);
+  if (!Trainer.isOk()) {
+    std::cerr << "mdrun: error: " << Trainer.status().message() << '\n';
+    return 1;
+  }
+  TrainResult R;
+  Status S = (*Trainer)->run(R);
+  if (!S.isOk()) {
+    std::cerr << "mdrun: error: " << S.message() << '\n';
+    return 1;
+  }
+  std::cout << "done: " << R.Steps << " steps in " << R.Seconds << " s ("
+            << int64_t(R.ExamplesPerSecond) << " examples/s), last loss "
+            << R.LastLoss;
+  for (const auto &[K, V] : R.Eval)
+    std::cout << ", test " << K << ' '
+              << (K.find("accuracy") != std::string::npos
+                      ? std::to_string(100 * V) + "%"
+                      : std::to_string(V));
+  std::cout << '\n';
+  return 0;
+}
