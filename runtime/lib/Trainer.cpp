@@ -230,7 +230,7 @@ Status Trainer::Impl::evaluate(int64_t Step, std::map<std::string, double> &Out)
     Line += " " + K + " " + (Pct ? fixed(100 * V, 2) + "%" : fixed(V, 4));
     JSON += ",\"eval_" + K + "\":" + fixed(V, 6);
   }
-  Log << Line << " (" << Total << " examples)\n";
+  Log << Line << " (" << Total << " examples)" << std::endl;
   metricsLine(JSON + "}");
   return Status::ok();
 }
@@ -349,7 +349,7 @@ Status Trainer::run(TrainResult &R) {
   int64_t TraceTo = TraceFrom + O.TraceSteps;
   T.Log << "training " << T.Plan->plan().model()->str() << ": " << Total
         << " steps of " << Batch << " examples (" << PerEpoch
-        << " steps per epoch)\n";
+        << " steps per epoch)" << std::endl;
 
   std::vector<OutputValue> Outs;
   double Start = seconds(), LastLog = Start;
@@ -382,7 +382,7 @@ Status Trainer::run(TrainResult &R) {
     if (O.PrintLosses) {
       char Buf[64];
       snprintf(Buf, sizeof(Buf), "%.9g", Loss);
-      T.Log << "step " << Step << " loss " << Buf << '\n';
+      T.Log << "step " << Step << " loss " << Buf << std::endl;
     }
     if (!std::isfinite(Loss))
       return Status::error("the loss is " + std::string(std::isnan(Loss) ? "NaN" : "infinite") +
@@ -411,7 +411,7 @@ Status Trainer::run(TrainResult &R) {
       T.Log << "step " << Step << "/" << Total << " epoch "
             << fixed(double(Step) / double(PerEpoch), 2) << " loss "
             << fixed(LossSum / double(LossCount), 4) << " ("
-            << fixed(Rate, 0) << " examples/s)\n";
+            << fixed(Rate, 0) << " examples/s)" << std::endl;
       T.metricsLine("{\"step\":" + std::to_string(Step) +
                     ",\"loss\":" + fixed(LossSum / double(LossCount), 6) +
                     ",\"examples_per_sec\":" + fixed(Rate, 1) + SummaryJSON +

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Sets up (packages, build), compiles the Fashion-MNIST MLP example for this
+# machine's CPU and trains it on Fashion-MNIST, evaluating on the test set.
+#
+#   scripts/train.sh [extra mdrun options, e.g. --epochs=5]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+BUILD_DIR=${BUILD_DIR:-build}
+OUT=${OUT:-$BUILD_DIR/train}
+mkdir -p "$OUT"
+echo "== compiling examples/fashion_mlp.mdg (one clone on the CPU)"
+"$BUILD_DIR/bin/mdplan" examples/fashion_mlp.mdg --clone-on-cpu \
+  -o "$OUT/fashion_mlp.mdp"
+"$BUILD_DIR/bin/mdplan" --dump-plan "$OUT/fashion_mlp.mdp" | grep -E "^(plan|deployment|device)"
+echo "== training on Fashion-MNIST"
+"$BUILD_DIR/bin/mdrun" "$OUT/fashion_mlp.mdp" \
+  --data=/usr/share/datasets/fashion-mnist --epochs=${EPOCHS:-15} \
+  --log-every=938 --metrics="$OUT/metrics.jsonl" \
+  --checkpoint-dir="$OUT/checkpoints" "$@"
