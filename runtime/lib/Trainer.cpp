@@ -12,7 +12,9 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <unistd.h>
 
@@ -48,14 +50,40 @@ std::string duration(double S) {
 /// logits of the SparseSoftmaxCrossEntropy kernels that read it (through
 /// views), or 0 when no such kernel reads it.
 int64_t classesOf(const fb::Plan &P, const fb::Program &Prog, uint32_t Buf) {
+  if (!Prog.devices())
+    return 0;
+  // Where a buffer's value comes from: through views and transfers.
+  std::map<int64_t, uint32_t> SendInput;
+  std::map<uint32_t, int64_t> RecvChannel;
+  auto Channel = [](const fb::Kernel *K) -> int64_t {
+    if (K->attrs())
+      for (const fb::Attr *A : *K->attrs())
+        if (A->name()->str() == "channel")
+          return A->i();
+    return -1;
+  };
+  for (const fb::DeviceProgram *DP : *Prog.devices())
+    if (DP->kernels())
+      for (const fb::Kernel *K : *DP->kernels()) {
+        if (K->op()->str() == "Send" && K->inputs() && K->inputs()->size())
+          SendInput[Channel(K)] = K->inputs()->Get(0);
+        if (K->op()->str() == "Recv" && K->outputs() && K->outputs()->size())
+          RecvChannel[K->outputs()->Get(0)] = Channel(K);
+      }
   auto Root = [&](uint32_t B) {
-    while (P.buffers()->Get(B)->alias_of() >= 0)
-      B = uint32_t(P.buffers()->Get(B)->alias_of());
+    for (int Guard = 0; Guard < 64; ++Guard) {
+      if (P.buffers()->Get(B)->alias_of() >= 0) {
+        B = uint32_t(P.buffers()->Get(B)->alias_of());
+        continue;
+      }
+      auto R = RecvChannel.find(B);
+      if (R == RecvChannel.end() || !SendInput.count(R->second))
+        break;
+      B = SendInput[R->second];
+    }
     return B;
   };
   int64_t Classes = 0;
-  if (!Prog.devices())
-    return 0;
   for (const fb::DeviceProgram *DP : *Prog.devices()) {
     if (!DP->kernels())
       continue;
@@ -251,6 +279,11 @@ Status Trainer::Impl::checkpoint(int64_t Step) {
     MDRT_RETURN_IF_ERROR(Exec->readVariable(I, Bufs[I].data()));
     Refs.push_back({V.Name, V.Type, Bufs[I].data()});
   }
+  std::error_code EC;
+  std::filesystem::create_directories(Opts.CheckpointDir, EC);
+  if (EC)
+    return Status::error("cannot create checkpoint directory '" +
+                         Opts.CheckpointDir + "': " + EC.message());
   std::string Path = Opts.CheckpointDir + "/" + checkpointFileName(Step);
   MDRT_RETURN_IF_ERROR(writeCheckpoint(Path, S, Refs));
   if (Opts.KeepCheckpoints > 0)

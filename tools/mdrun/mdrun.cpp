@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mdrt/Checkpoint.h"
 #include "mdrt/Plan.h"
 #include "mdrt/Trainer.h"
 
@@ -69,11 +70,56 @@ void usage(const std::vector<Option> &Opts, std::ostream &OS) {
   }
 }
 
+/// Prints a checkpoint: its state, then each tensor with its values.
+int printCheckpoint(const std::string &Path) {
+  auto C = readCheckpoint(Path);
+  if (!C.isOk()) {
+    std::cerr << "mdrun: error: " << C.status().message() << '\n';
+    return 1;
+  }
+  char Hex[32];
+  snprintf(Hex, sizeof(Hex), "0x%016llx",
+           (unsigned long long)C->State.PlanFingerprint);
+  std::cout << "checkpoint " << Path << "\nfingerprint " << Hex << "\nstep "
+            << C->State.Step << "\ndata " << C->State.Data.str() << "\nseed "
+            << C->State.Seed << '\n';
+  for (const CheckpointTensor &T : C->Tensors) {
+    std::cout << "tensor " << T.Name << ' ' << T.Desc.str() << " =";
+    size_t N = size_t(T.Desc.numElements());
+    for (size_t I = 0; I < N; ++I) {
+      double V = 0;
+      const uint8_t *P = T.Data.data();
+      switch (T.Desc.Type) {
+      case DType::Float32:
+        V = reinterpret_cast<const float *>(P)[I];
+        break;
+      case DType::Float64:
+        V = reinterpret_cast<const double *>(P)[I];
+        break;
+      case DType::Int32:
+        V = reinterpret_cast<const int32_t *>(P)[I];
+        break;
+      case DType::Int64:
+        V = double(reinterpret_cast<const int64_t *>(P)[I]);
+        break;
+      default:
+        V = P[I];
+        break;
+      }
+      char Buf[32];
+      snprintf(Buf, sizeof(Buf), " %.9g", V);
+      std::cout << Buf;
+    }
+    std::cout << '\n';
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   TrainOptions T;
-  std::string PlanPath;
+  std::string PlanPath, PrintCheckpoint;
   bool DumpPlan = false, Help = false, Quiet = false;
   int64_t I64 = 0;
   std::vector<Option> Opts = {
@@ -148,6 +194,8 @@ int main(int argc, char **argv) {
          T.Prefetch = int(I64);
          return Ok;
        }},
+      {"print-checkpoint", "FILE", "print a checkpoint's state and tensors",
+       [&](const std::string &V) { return !(PrintCheckpoint = V).empty(); }},
       {"dump-plan", nullptr, "print the plan as text and exit",
        [&](const std::string &) { return DumpPlan = true; }},
       {"quiet", nullptr, "print only the final result",
@@ -206,6 +254,8 @@ int main(int argc, char **argv) {
     usage(Opts, std::cout);
     return 0;
   }
+  if (!PrintCheckpoint.empty())
+    return printCheckpoint(PrintCheckpoint);
   if (PlanPath.empty()) {
     std::cerr << "mdrun: error: no plan given (mdrun PLAN --data=DIR)\n";
     return 2;
