@@ -1,0 +1,393 @@
+//===- GradientCheckTest.cpp - Gradient rules vs central differences ------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// For every differentiable op: a float64 model L = sum(op(vars) * R) with a
+// fixed random R is compiled by the full pipeline (one CPU clone, SGD with
+// learning rate 1) and run by the runtime. The analytic gradient of each
+// variable is what one training step subtracts from it; the numerical one is
+// (L(v + h) - L(v - h)) / 2h from the step's total_loss. They must agree.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/Frontend/ModelReader.h"
+#include "mdplan/Plan/Compiler.h"
+
+#include "mdrt/Executor.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <sstream>
+
+using namespace mdplan;
+
+namespace {
+
+struct VarSpec {
+  std::string Name;
+  std::vector<int64_t> Shape;
+  double Min = -1, Max = 1;
+};
+
+struct ConstSpec {
+  std::string Name;
+  std::vector<int64_t> Shape;
+  std::string Type; // FLOAT64, INT32
+  std::vector<double> Values;
+};
+
+std::string dims(const std::vector<int64_t> &S) {
+  std::string R = "[";
+  for (size_t I = 0; I < S.size(); ++I)
+    R += (I ? ", " : "") + std::to_string(S[I]);
+  return R + "]";
+}
+
+int64_t count(const std::vector<int64_t> &S) {
+  int64_t N = 1;
+  for (int64_t D : S)
+    N *= D;
+  return N;
+}
+
+/// Deterministic values in [-1, 1).
+std::vector<double> pseudoRandom(int64_t N, uint64_t Seed) {
+  std::vector<double> V;
+  uint64_t X = Seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (int64_t I = 0; I < N; ++I) {
+    X = X * 6364136223846793005ull + 1442695040888963407ull;
+    V.push_back(double(X >> 11) / double(1ull << 53) * 2 - 1);
+  }
+  return V;
+}
+
+/// A model: variables, constants, the op's nodes (text), and the tensor
+/// (with its shape) the loss contracts with random weights.
+struct Case {
+  std::string Name;
+  std::vector<VarSpec> Vars;
+  std::vector<ConstSpec> Consts;
+  std::string Nodes;
+  std::string Output;
+  std::vector<int64_t> OutputShape;
+};
+
+std::string modelText(const Case &C) {
+  std::ostringstream OS;
+  OS << "name: \"" << C.Name << "\"\ntraining { batch_size: 1 }\n";
+  for (const VarSpec &V : C.Vars)
+    OS << "node { name: \"" << V.Name << "\" op: \"Variable\" variable { "
+       << "shape: " << dims(V.Shape) << " dtype: FLOAT64 initializer { kind: "
+       << "UNIFORM minval: " << V.Min << " maxval: " << V.Max << " } } }\n";
+  auto Values = [](const std::vector<double> &V) {
+    std::ostringstream S;
+    S.precision(17);
+    for (double D : V)
+      S << " floats: " << D;
+    return S.str();
+  };
+  for (const ConstSpec &K : C.Consts)
+    OS << "node { name: \"" << K.Name << "\" op: \"Const\" attr { name: "
+       << "\"dtype\" type: " << K.Type << " } attr { name: \"shape\" shape "
+       << "{ dim: " << dims(K.Shape) << " } } attr { name: \"value\""
+       << Values(K.Values) << " } }\n";
+  OS << C.Nodes << "\n";
+  OS << "node { name: \"R\" op: \"Const\" attr { name: \"dtype\" type: "
+        "FLOAT64 } attr { name: \"shape\" shape { dim: "
+     << dims(C.OutputShape) << " } } attr { name: \"value\""
+     << Values(pseudoRandom(count(C.OutputShape), 99)) << " } }\n";
+  OS << "node { name: \"weighted\" op: \"Mul\" input: \"" << C.Output
+     << "\" input: \"R\" }\n"
+     << "node { name: \"loss\" op: \"Sum\" input: \"weighted\" }\n"
+     << "loss: \"loss\"\n";
+  return OS.str();
+}
+
+/// Compiles and checks one case; failures are reported with the case name.
+void checkGradients(const Case &C) {
+  SCOPED_TRACE(C.Name);
+  std::string Text = modelText(C);
+  auto G = readModelBuffer(Text, C.Name + ".mdg", {});
+  ASSERT_TRUE(bool(G)) << errorMessage(G.takeError()) << "\n" << Text;
+  DeploymentConfig Config;
+  Config.CloneOnCPU = true;
+  OptimizerSettings O;
+  O.K = OptimizerSettings::Kind::SGD;
+  O.LearningRate = 1.0;
+  Config.Optimizer = O;
+  Config.OptimizerFieldsSet["kind"] = true;
+  Config.OptimizerFieldsSet["learning_rate"] = true;
+  PassContext Ctx(Config);
+  CompileOptions CO;
+  CO.BuildEval = false;
+  auto Comp = compileModel(std::move(*G), Ctx, CO);
+  ASSERT_TRUE(bool(Comp)) << errorMessage(Comp.takeError());
+  auto Plan = mdrt::PlanFile::fromBytes(Comp->Plan, C.Name);
+  ASSERT_TRUE(Plan.isOk()) << Plan.status().message();
+  mdrt::ExecutorOptions EO;
+  EO.Threads = 1;
+  EO.Seed = 7;
+  auto Exec =
+      mdrt::Executor::create(std::shared_ptr<const mdrt::PlanFile>(Plan.take()),
+                             EO);
+  ASSERT_TRUE(Exec.isOk()) << Exec.status().message();
+  mdrt::Executor &E = **Exec;
+  ASSERT_TRUE(E.initialize().isOk());
+  int Train = E.programIndex("train");
+
+  // Every variable's value, to restore before each evaluation.
+  size_t NV = E.variables().size();
+  std::vector<std::vector<double>> Base(NV);
+  for (size_t I = 0; I < NV; ++I) {
+    const mdrt::VariableInfo &V = E.variables()[I];
+    if (V.Type.Type != mdrt::DType::Float64)
+      continue;
+    Base[I].resize(size_t(V.Type.numElements()));
+    ASSERT_TRUE(E.readVariable(I, Base[I].data()).isOk());
+  }
+  auto Restore = [&] {
+    for (size_t I = 0; I < NV; ++I)
+      if (!Base[I].empty())
+        ASSERT_TRUE(E.writeVariable(I, Base[I].data()).isOk());
+  };
+  std::vector<mdrt::OutputValue> Outs;
+  auto Loss = [&]() -> double {
+    // Step 0 every time: the same dropout mask.
+    EXPECT_TRUE(E.run(Train, 0).isOk());
+    EXPECT_TRUE(E.readOutputs(Train, Outs).isOk());
+    for (const mdrt::OutputValue &V : Outs)
+      if (V.Name == "total_loss")
+        return V.Values.at(0);
+    ADD_FAILURE() << "no total_loss output";
+    return 0;
+  };
+
+  const double H = 1e-6;
+  int Checked = 0;
+  for (size_t I = 0; I < NV; ++I) {
+    const mdrt::VariableInfo &V = E.variables()[I];
+    if (!V.Trainable || Base[I].empty())
+      continue;
+    // Analytic: one SGD step with learning rate 1 subtracts the gradient.
+    Restore();
+    Loss();
+    std::vector<double> After(Base[I].size());
+    ASSERT_TRUE(E.readVariable(I, After.data()).isOk());
+    size_t Stride = std::max<size_t>(1, Base[I].size() / 24);
+    for (size_t K = 0; K < Base[I].size(); K += Stride) {
+      double Analytic = Base[I][K] - After[K];
+      std::vector<double> P = Base[I];
+      Restore();
+      P[K] = Base[I][K] + H;
+      ASSERT_TRUE(E.writeVariable(I, P.data()).isOk());
+      double Plus = Loss();
+      Restore();
+      P[K] = Base[I][K] - H;
+      ASSERT_TRUE(E.writeVariable(I, P.data()).isOk());
+      double Minus = Loss();
+      double Numeric = (Plus - Minus) / (2 * H);
+      double Tol = 1e-5 * std::max({1.0, std::fabs(Analytic), std::fabs(Numeric)});
+      EXPECT_NEAR(Analytic, Numeric, Tol)
+          << "variable " << V.Name << " element " << K;
+      ++Checked;
+    }
+  }
+  EXPECT_GT(Checked, 0) << "no trainable float64 variable was checked";
+  if (getenv("MDPLAN_GRADCHECK_VERBOSE"))
+    fprintf(stderr, "%s: %d elements checked\n", C.Name.c_str(), Checked);
+}
+
+Case unary(const std::string &Op, double Min = -1, double Max = 1) {
+  return {Op,
+          {{"x", {3, 4}, Min, Max}},
+          {},
+          "node { name: \"y\" op: \"" + Op + "\" input: \"x\" }",
+          "y",
+          {3, 4}};
+}
+
+Case binary(const std::string &Op, std::vector<int64_t> A,
+            std::vector<int64_t> B, std::vector<int64_t> Out,
+            double BMin = -1, double BMax = 1) {
+  return {Op + dims(A) + dims(B),
+          {{"a", A}, {"b", B, BMin, BMax}},
+          {},
+          "node { name: \"y\" op: \"" + Op +
+              "\" input: \"a\" input: \"b\" }",
+          "y",
+          Out};
+}
+
+TEST(GradientCheck, Elementwise) {
+  for (const char *Op : {"Identity", "Neg", "Square", "Relu", "Sigmoid",
+                         "Tanh", "Softmax"})
+    checkGradients(unary(Op));
+}
+
+TEST(GradientCheck, Broadcasting) {
+  for (const char *Op : {"Add", "Sub", "Mul"}) {
+    checkGradients(binary(Op, {3, 4}, {3, 4}, {3, 4}));
+    checkGradients(binary(Op, {3, 4}, {4}, {3, 4}));
+    checkGradients(binary(Op, {3, 1}, {1, 4}, {3, 4}));
+  }
+  checkGradients(binary("Div", {3, 4}, {3, 4}, {3, 4}, 0.5, 1.5));
+  checkGradients(binary("Div", {3, 4}, {4}, {3, 4}, 0.5, 1.5));
+  checkGradients(binary("Div", {3, 1}, {1, 4}, {3, 4}, 0.5, 1.5));
+}
+
+TEST(GradientCheck, MatMul) {
+  for (int TA = 0; TA < 2; ++TA)
+    for (int TB = 0; TB < 2; ++TB) {
+      std::vector<int64_t> A = TA ? std::vector<int64_t>{4, 3}
+                                  : std::vector<int64_t>{3, 4};
+      std::vector<int64_t> B = TB ? std::vector<int64_t>{5, 4}
+                                  : std::vector<int64_t>{4, 5};
+      Case C{"MatMul" + std::to_string(TA) + std::to_string(TB),
+             {{"a", A}, {"b", B}},
+             {},
+             std::string("node { name: \"y\" op: \"MatMul\" input: \"a\" "
+                         "input: \"b\" attr { name: \"transpose_a\" b: ") +
+                 (TA ? "true" : "false") +
+                 " } attr { name: \"transpose_b\" b: " +
+                 (TB ? "true" : "false") + " } }",
+             "y",
+             {3, 5}};
+      checkGradients(C);
+    }
+}
+
+TEST(GradientCheck, LayersAndReductions) {
+  checkGradients({"BiasAdd",
+                  {{"x", {2, 3, 4}}, {"b", {4}}},
+                  {},
+                  "node { name: \"y\" op: \"BiasAdd\" input: \"x\" input: "
+                  "\"b\" }",
+                  "y",
+                  {2, 3, 4}});
+  checkGradients({"AddN",
+                  {{"a", {3, 2}}, {"b", {3, 2}}, {"c", {3, 2}}},
+                  {},
+                  "node { name: \"y\" op: \"AddN\" input: \"a\" input: \"b\" "
+                  "input: \"c\" input: \"a\" }",
+                  "y",
+                  {3, 2}});
+  checkGradients({"Reshape",
+                  {{"x", {2, 6}}},
+                  {},
+                  "node { name: \"y\" op: \"Reshape\" input: \"x\" attr { "
+                  "name: \"shape\" ints: [3, -1] } }",
+                  "y",
+                  {3, 4}});
+  checkGradients({"L2Loss",
+                  {{"x", {3, 4}}},
+                  {},
+                  "node { name: \"y\" op: \"L2Loss\" input: \"x\" }",
+                  "y",
+                  {}});
+  for (const char *Op : {"Mean", "Sum"}) {
+    checkGradients({std::string(Op) + "All",
+                    {{"x", {2, 3, 4}}},
+                    {},
+                    std::string("node { name: \"y\" op: \"") + Op +
+                        "\" input: \"x\" }",
+                    "y",
+                    {}});
+    checkGradients({std::string(Op) + "Axes",
+                    {{"x", {2, 3, 4}}},
+                    {},
+                    std::string("node { name: \"y\" op: \"") + Op +
+                        "\" input: \"x\" attr { name: \"axes\" ints: [0, -1] "
+                        "} }",
+                    "y",
+                    {3}});
+    checkGradients({std::string(Op) + "KeepDims",
+                    {{"x", {2, 3, 4}}},
+                    {},
+                    std::string("node { name: \"y\" op: \"") + Op +
+                        "\" input: \"x\" attr { name: \"axes\" ints: [1] } "
+                        "attr { name: \"keep_dims\" b: true } }",
+                    "y",
+                    {2, 1, 4}});
+  }
+}
+
+TEST(GradientCheck, Losses) {
+  checkGradients({"SparseSoftmaxCrossEntropy",
+                  {{"logits", {4, 5}}},
+                  {{"labels", {4}, "INT32", {0, 3, 4, 1}}},
+                  "node { name: \"y\" op: \"SparseSoftmaxCrossEntropy\" "
+                  "input: \"logits\" input: \"labels\" }",
+                  "y",
+                  {4}});
+  checkGradients({"LogLoss",
+                  {{"p", {4, 3}, 0.1, 0.9}},
+                  {{"labels", {4, 3}, "FLOAT64",
+                    {0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 1, 0}}},
+                  "node { name: \"y\" op: \"LogLoss\" input: \"p\" input: "
+                  "\"labels\" }",
+                  "y",
+                  {4, 3}});
+}
+
+TEST(GradientCheck, Convolution) {
+  for (const char *Pad : {"SAME", "VALID"})
+    for (int S : {1, 2}) {
+      int64_t O = std::string(Pad) == "SAME" ? (6 + S - 1) / S : (6 - 3) / S + 1;
+      checkGradients({std::string("Conv2D") + Pad + std::to_string(S),
+                      {{"x", {2, 6, 6, 2}}, {"f", {3, 3, 2, 3}}},
+                      {},
+                      std::string("node { name: \"y\" op: \"Conv2D\" input: "
+                                  "\"x\" input: \"f\" attr { name: "
+                                  "\"padding\" s: \"") +
+                          Pad + "\" } attr { name: \"strides\" ints: [" +
+                          std::to_string(S) + ", " + std::to_string(S) +
+                          "] } }",
+                      "y",
+                      {2, O, O, 3}});
+    }
+  checkGradients({"MaxPool2x2",
+                  {{"x", {2, 4, 4, 3}}},
+                  {},
+                  "node { name: \"y\" op: \"MaxPool\" input: \"x\" attr { "
+                  "name: \"ksize\" ints: [2, 2] } attr { name: \"strides\" "
+                  "ints: [2, 2] } }",
+                  "y",
+                  {2, 2, 2, 3}});
+  checkGradients({"MaxPoolOverlapSame",
+                  {{"x", {1, 5, 5, 2}}},
+                  {},
+                  "node { name: \"y\" op: \"MaxPool\" input: \"x\" attr { "
+                  "name: \"ksize\" ints: [3, 3] } attr { name: \"strides\" "
+                  "ints: [2, 2] } attr { name: \"padding\" s: \"SAME\" } }",
+                  "y",
+                  {1, 3, 3, 2}});
+}
+
+TEST(GradientCheck, BatchNormAndDropout) {
+  checkGradients({"BatchNorm",
+                  {{"x", {6, 3}}, {"beta", {3}}},
+                  {},
+                  "node { name: \"y\" op: \"BatchNorm\" input: \"x\" input: "
+                  "\"beta\" }",
+                  "y",
+                  {6, 3}});
+  checkGradients({"BatchNormScale4D",
+                  {{"x", {2, 3, 3, 2}}, {"beta", {2}}, {"gamma", {2}, 0.5, 1.5}},
+                  {},
+                  "node { name: \"y\" op: \"BatchNorm\" input: \"x\" input: "
+                  "\"beta\" input: \"gamma\" attr { name: \"scale\" b: true } }",
+                  "y",
+                  {2, 3, 3, 2}});
+  checkGradients({"Dropout",
+                  {{"x", {4, 5}}},
+                  {},
+                  "node { name: \"y\" op: \"Dropout\" input: \"x\" attr { "
+                  "name: \"rate\" f: 0.3 } }",
+                  "y",
+                  {4, 5}});
+}
+
+} // namespace
