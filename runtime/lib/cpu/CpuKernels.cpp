@@ -3,9 +3,156 @@
 // Part of the mdplan project.
 //
 //===----------------------------------------------------------------------===//
+//
+// Registers every CPU kernel and holds the helpers of CpuCommon.h that are
+// not templates.
+//
+//===----------------------------------------------------------------------===//
 
-#include "mdrt/Kernel.h"
+#include "CpuCommon.h"
+
+#include <cstdlib>
+#include <cstring>
 
 using namespace mdrt;
+using namespace mdrt::cpu;
 
-void mdrt::registerCpuKernels(KernelRegistry &R) {}
+void mdrt::registerCpuKernels(KernelRegistry &R) {
+  registerPlumbingKernels(R);
+  registerElementwiseKernels(R);
+  registerReduceKernels(R);
+  registerLossKernels(R);
+  registerMatMulKernels(R);
+  registerConvKernels(R);
+  registerPoolKernels(R);
+  registerBatchNormKernels(R);
+  registerOptimizerKernels(R);
+}
+
+Backend cpu::selectedBackend() {
+  const char *V = std::getenv("MDRT_CPU_KERNELS");
+  if (!V)
+    return Backend::Auto;
+  if (!std::strcmp(V, "openblas"))
+    return Backend::OpenBlas;
+  if (!std::strcmp(V, "reference"))
+    return Backend::Reference;
+  return Backend::Auto;
+}
+
+std::string cpu::shapeStr(const std::vector<int64_t> &S) {
+  std::string R = "[";
+  for (size_t I = 0; I < S.size(); ++I) {
+    if (I)
+      R += ',';
+    R += std::to_string(S[I]);
+  }
+  return R + "]";
+}
+
+Status cpu::typeError(const KernelInfo &I, DType T) {
+  return Status::error("no CPU kernel for " + I.Op + " on element type " +
+                       dtypeName(T));
+}
+
+Status cpu::checkArity(const KernelInfo &I, size_t MinIn, size_t MaxIn,
+                       size_t NumOut) {
+  size_t N = I.Inputs.size();
+  if (N < MinIn || N > MaxIn) {
+    std::string Want = std::to_string(MinIn);
+    if (MaxIn != MinIn)
+      Want += MaxIn == size_t(-1) ? " or more" : " to " + std::to_string(MaxIn);
+    return Status::error(I.Op + " takes " + Want + " inputs, got " +
+                         std::to_string(N));
+  }
+  if (I.Outputs.size() != NumOut)
+    return Status::error(I.Op + " has " + std::to_string(NumOut) +
+                         " outputs, got " + std::to_string(I.Outputs.size()));
+  return Status::ok();
+}
+
+Status cpu::checkTypes(const KernelInfo &I, const std::vector<unsigned> &Ins,
+                       const std::vector<unsigned> &Outs, DType T) {
+  for (unsigned K : Ins)
+    if (I.Inputs[K].Type != T)
+      return Status::error("input " + std::to_string(K) + " is " +
+                           I.Inputs[K].str() + ", expected element type " +
+                           dtypeName(T));
+  for (unsigned K : Outs)
+    if (I.Outputs[K].Type != T)
+      return Status::error("output " + std::to_string(K) + " is " +
+                           I.Outputs[K].str() + ", expected element type " +
+                           dtypeName(T));
+  return Status::ok();
+}
+
+Status cpu::checkElements(const KernelInfo &I, const TensorDesc &D, int64_t N,
+                          const char *What) {
+  if (D.numElements() != N)
+    return Status::error(std::string(What) + " " + D.str() + " should have " +
+                         std::to_string(N) + " elements");
+  return Status::ok();
+}
+
+Status cpu::reductionAxes(const std::vector<int64_t> &Axes, size_t Rank,
+                          std::vector<bool> &Reduced) {
+  Reduced.assign(Rank, Axes.empty());
+  for (int64_t A : Axes) {
+    int64_t N = A < 0 ? A + int64_t(Rank) : A;
+    if (N < 0 || N >= int64_t(Rank))
+      return Status::error("reduction axis " + std::to_string(A) +
+                           " is out of range for rank " + std::to_string(Rank));
+    if (Reduced[size_t(N)])
+      return Status::error("reduction axis " + std::to_string(A) +
+                           " given twice");
+    Reduced[size_t(N)] = true;
+  }
+  return Status::ok();
+}
+
+Status cpu::windowGeometry(const KernelInfo &I, const std::vector<int64_t> &In,
+                           int64_t KH, int64_t KW, const char *DefaultPadding,
+                           Window2D &G) {
+  if (In.size() != 4)
+    return Status::error("expected an NHWC tensor, got " + shapeStr(In));
+  std::vector<int64_t> S = I.Attrs.has("strides") ? I.Attrs.getInts("strides")
+                                                  : std::vector<int64_t>{1, 1};
+  if (S.size() != 2 || S[0] < 1 || S[1] < 1)
+    return Status::error("'strides' must be two positive integers, got " +
+                         shapeStr(S));
+  if (KH < 1 || KW < 1)
+    return Status::error("window must be positive, got " + shapeStr({KH, KW}));
+  std::string Pad = I.Attrs.getString("padding", DefaultPadding);
+  if (Pad != "SAME" && Pad != "VALID")
+    return Status::error("padding must be SAME or VALID, got '" + Pad + "'");
+  bool Same = Pad == "SAME";
+  G.N = In[0];
+  G.C = In[3];
+  G.H = windowDim(In[1], KH, S[0], Same);
+  G.W = windowDim(In[2], KW, S[1], Same);
+  return Status::ok();
+}
+
+#ifdef MDRT_HAVE_DNNL
+dnnl::engine &cpu::dnnlEngine() {
+  static dnnl::engine E(dnnl::engine::kind::cpu, 0);
+  return E;
+}
+
+void DnnlCall::init(dnnl::primitive P, const dnnl::memory::desc &Scratch) {
+  Prim = std::move(P);
+  if (Scratch.get_size())
+    arg(DNNL_ARG_SCRATCHPAD, dnnl::memory(Scratch, dnnlEngine()));
+}
+
+unsigned DnnlCall::arg(int Arg, const dnnl::memory &M) {
+  // The C handle stays valid while Mems holds a reference to it.
+  Mems.push_back(M);
+  Args.push_back({Arg, M.get()});
+  return unsigned(Mems.size() - 1);
+}
+
+void DnnlCall::exec(dnnl::stream &S) {
+  dnnl_primitive_execute(Prim.get(), S.get(), int(Args.size()), Args.data());
+}
+#endif

@@ -1,0 +1,342 @@
+//===- BatchNorm.cpp - Batch normalization and its gradient ---------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// BatchNorm, BatchNormInference and BatchNormGrad over every axis but the
+// last (x is viewed as [M, C]). Statistics are exact two-pass sums in double,
+// each thread summing a band of rows and the bands added in order. Plain loops:
+// the exact statistics outputs (biased variance) and the gradient's input order
+// make oneDNN's batch normalization an awkward fit for little gain on the model
+// sizes this runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuCommon.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mdrt;
+using namespace mdrt::cpu;
+
+namespace {
+
+/// Shared parameters: [M, C] view, epsilon, scale.
+struct BnShape {
+  int64_t M = 0, C = 0;
+  double Eps = 0.001;
+  bool Scale = false;
+  int Threads = 1;
+
+  Status init(const KernelInfo &I, const TensorDesc &X) {
+    if (X.rank() < 2)
+      return Status::error(I.Op + " input must have rank >= 2, got " + X.str());
+    C = X.Shape.back();
+    M = C ? X.numElements() / C : 0;
+    Eps = I.Attrs.getFloat("epsilon", 0.001);
+    Scale = I.Attrs.getBool("scale", false);
+    Threads = threadsFor(M * C, GrainCheap, I.NumThreads);
+    return Status::ok();
+  }
+};
+
+/// Column sums of F(row, col) over the rows, in double, into \p Out[C],
+/// with \p Partials of Threads * C (or Threads * 2C for two sums).
+template <typename F>
+void columnSums(const BnShape &S, std::vector<double> &Partials, unsigned K,
+                F &&Fn, double *Out0, double *Out1 = nullptr) {
+  const int64_t M = S.M, C = S.C;
+  double *P = Partials.data();
+  int Ran = parallelTeam(S.Threads, [&](int Id, int Nt) {
+    double *Mine = P + size_t(Id) * size_t(K * C);
+    for (int64_t J = 0; J < int64_t(K) * C; ++J)
+      Mine[J] = 0;
+    for (int64_t R = M * Id / Nt; R < M * (Id + 1) / Nt; ++R)
+      Fn(R, Mine, Mine + C);
+  });
+  for (int64_t J = 0; J < C; ++J) {
+    double A = 0, B = 0;
+    for (int Id = 0; Id < Ran; ++Id) {
+      A += P[size_t(Id) * size_t(K * C) + size_t(J)];
+      if (K > 1)
+        B += P[size_t(Id) * size_t(K * C) + size_t(C + J)];
+    }
+    Out0[J] = A;
+    if (Out1)
+      Out1[J] = B;
+  }
+}
+
+/// y = (x - mean) * (gamma / sqrt(var + eps)) + beta with per-column
+/// factors rounded to T (BatchNorm's output and BatchNormInference).
+template <typename T>
+MDRT_CPU_CLONES void normalizeRows(const T *X, T *Y, const T *Mean,
+                                   const T *Factor, const T *Beta, int64_t C,
+                                   int64_t R0, int64_t R1) {
+  for (int64_t R = R0; R < R1; ++R) {
+    const T *XR = X + R * C;
+    T *YR = Y + R * C;
+    for (int64_t J = 0; J < C; ++J)
+      YR[J] = (XR[J] - Mean[J]) * Factor[J] + Beta[J];
+  }
+}
+
+/// Inputs x, beta, gamma (with scale); outputs y, mean, variance.
+template <typename T> class BatchNormKernel : public Kernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(checkArity(I, 2, 3, 3));
+    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[0]));
+    size_t Want = S.Scale ? 3 : 2;
+    if (I.Inputs.size() != Want)
+      return Status::error(
+          "BatchNorm with scale=" + std::string(S.Scale ? "true" : "false") +
+          " takes " + std::to_string(Want) + " inputs, got " +
+          std::to_string(I.Inputs.size()));
+    std::vector<unsigned> Ins = {0, 1};
+    if (S.Scale)
+      Ins.push_back(2);
+    MDRT_RETURN_IF_ERROR(checkTypes(I, Ins, {0, 1, 2}, I.Inputs[0].Type));
+    for (unsigned K = 1; K < Want; ++K)
+      MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[K], S.C, "input"));
+    MDRT_RETURN_IF_ERROR(
+        checkElements(I, I.Outputs[0], I.Inputs[0].numElements(), "output"));
+    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[1], S.C, "output"));
+    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[2], S.C, "output"));
+    Partials.resize(size_t(S.Threads) * size_t(S.C));
+    Sum.resize(size_t(S.C));
+    MeanD.resize(size_t(S.C));
+    Factor.resize(size_t(S.C));
+    MeanT.resize(size_t(S.C));
+    return Status::ok();
+  }
+
+  void run(const ExecContext &Ctx) override {
+    const T *X = static_cast<const T *>(Ctx.In[0]);
+    const T *Beta = static_cast<const T *>(Ctx.In[1]);
+    const T *Gamma = S.Scale ? static_cast<const T *>(Ctx.In[2]) : nullptr;
+    T *Y = static_cast<T *>(Ctx.Out[0]);
+    T *Mean = static_cast<T *>(Ctx.Out[1]);
+    T *Var = static_cast<T *>(Ctx.Out[2]);
+    const int64_t M = S.M, C = S.C;
+    if (!C)
+      return;
+    if (!M) {
+      for (int64_t J = 0; J < C; ++J)
+        Mean[J] = Var[J] = std::numeric_limits<T>::quiet_NaN();
+      return;
+    }
+    double *Sm = Sum.data();
+    columnSums(
+        S, Partials, 1,
+        [&](int64_t R, double *P, double *) {
+          const T *XR = X + R * C;
+          for (int64_t J = 0; J < C; ++J)
+            P[J] += double(XR[J]);
+        },
+        Sm);
+    // Mean in double for the variance pass; the output rounds it.
+    for (int64_t J = 0; J < C; ++J) {
+      MeanD[size_t(J)] = Sm[J] / double(M);
+      Mean[J] = T(MeanD[size_t(J)]);
+    }
+    const double *MD = MeanD.data();
+    columnSums(
+        S, Partials, 1,
+        [&](int64_t R, double *P, double *) {
+          const T *XR = X + R * C;
+          for (int64_t J = 0; J < C; ++J) {
+            double D = double(XR[J]) - MD[J];
+            P[J] += D * D;
+          }
+        },
+        Sm);
+    for (int64_t J = 0; J < C; ++J)
+      Var[J] = T(Sm[J] / double(M));
+    // y = (x - mean) * (gamma / sqrt(var + eps)) + beta, per column
+    // factors rounded to T.
+    std::vector<T> &Fac = Factor, &Mn = MeanT;
+    for (int64_t J = 0; J < C; ++J) {
+      double G = Gamma ? double(Gamma[J]) : 1.0;
+      Fac[size_t(J)] = T(G / std::sqrt(double(Var[J]) + S.Eps));
+      Mn[size_t(J)] = Mean[J];
+    }
+    const T *FP = Fac.data(), *MP = Mn.data();
+    parallelFor(M, std::max<int64_t>(1, GrainCheap / C), S.Threads,
+                [=](int64_t B, int64_t E) {
+                  normalizeRows(X, Y, MP, FP, Beta, C, B, E);
+                });
+  }
+
+private:
+  BnShape S;
+  std::vector<double> Partials, Sum, MeanD;
+  std::vector<T> Factor, MeanT;
+};
+
+/// Inputs x, beta, gamma (with scale), mean, variance: the normalization
+/// with given statistics (the evaluation program's BatchNorm).
+template <typename T> class BatchNormInferenceKernel : public Kernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(checkArity(I, 4, 5, 1));
+    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[0]));
+    size_t Want = S.Scale ? 5 : 4;
+    if (I.Inputs.size() != Want)
+      return Status::error("BatchNormInference with scale=" +
+                           std::string(S.Scale ? "true" : "false") + " takes " +
+                           std::to_string(Want) + " inputs, got " +
+                           std::to_string(I.Inputs.size()));
+    std::vector<unsigned> Ins;
+    for (unsigned K = 0; K < Want; ++K) {
+      Ins.push_back(K);
+      if (K)
+        MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[K], S.C, "input"));
+    }
+    MDRT_RETURN_IF_ERROR(checkTypes(I, Ins, {0}, I.Inputs[0].Type));
+    MDRT_RETURN_IF_ERROR(
+        checkElements(I, I.Outputs[0], I.Inputs[0].numElements(), "output"));
+    Factor.resize(size_t(S.C));
+    return Status::ok();
+  }
+
+  void run(const ExecContext &Ctx) override {
+    unsigned K = S.Scale ? 3 : 2;
+    const T *X = static_cast<const T *>(Ctx.In[0]);
+    const T *Beta = static_cast<const T *>(Ctx.In[1]);
+    const T *Gamma = S.Scale ? static_cast<const T *>(Ctx.In[2]) : nullptr;
+    const T *Mean = static_cast<const T *>(Ctx.In[K]);
+    const T *Var = static_cast<const T *>(Ctx.In[K + 1]);
+    T *Y = static_cast<T *>(Ctx.Out[0]);
+    const int64_t C = S.C;
+    T *F = Factor.data();
+    for (int64_t J = 0; J < C; ++J)
+      F[J] = T((Gamma ? double(Gamma[J]) : 1.0) /
+               std::sqrt(double(Var[J]) + S.Eps));
+    parallelFor(S.M, std::max<int64_t>(1, GrainCheap / std::max<int64_t>(C, 1)),
+                S.Threads, [=](int64_t B, int64_t E) {
+                  normalizeRows(X, Y, Mean, static_cast<const T *>(F), Beta, C,
+                                B, E);
+                });
+  }
+
+private:
+  BnShape S;
+  std::vector<T> Factor;
+};
+
+/// Inputs dy, x, mean, variance, gamma (with scale); outputs dx, dbeta,
+/// dgamma.
+template <typename T> class BatchNormGradKernel : public Kernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(checkArity(I, 4, 5, 3));
+    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[1]));
+    size_t Want = S.Scale ? 5 : 4;
+    if (I.Inputs.size() != Want)
+      return Status::error("BatchNormGrad with scale=" +
+                           std::string(S.Scale ? "true" : "false") + " takes " +
+                           std::to_string(Want) + " inputs, got " +
+                           std::to_string(I.Inputs.size()));
+    std::vector<unsigned> Ins = {0, 1, 2, 3};
+    if (S.Scale)
+      Ins.push_back(4);
+    MDRT_RETURN_IF_ERROR(checkTypes(I, Ins, {0, 1, 2}, I.Inputs[0].Type));
+    int64_t NX = I.Inputs[1].numElements();
+    MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[0], NX, "input"));
+    for (unsigned K = 2; K < Want; ++K)
+      MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[K], S.C, "input"));
+    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[0], NX, "output"));
+    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[1], S.C, "output"));
+    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[2], S.C, "output"));
+    Partials.resize(size_t(S.Threads) * size_t(2 * S.C));
+    DBeta.resize(size_t(S.C));
+    DGamma.resize(size_t(S.C));
+    Inv.resize(size_t(S.C));
+    FA.resize(size_t(S.C));
+    FB.resize(size_t(S.C));
+    FC.resize(size_t(S.C));
+    return Status::ok();
+  }
+
+  void run(const ExecContext &Ctx) override {
+    const T *DY = static_cast<const T *>(Ctx.In[0]);
+    const T *X = static_cast<const T *>(Ctx.In[1]);
+    const T *Mean = static_cast<const T *>(Ctx.In[2]);
+    const T *Var = static_cast<const T *>(Ctx.In[3]);
+    const T *Gamma = S.Scale ? static_cast<const T *>(Ctx.In[4]) : nullptr;
+    T *DX = static_cast<T *>(Ctx.Out[0]);
+    T *DBetaOut = static_cast<T *>(Ctx.Out[1]);
+    T *DGammaOut = static_cast<T *>(Ctx.Out[2]);
+    const int64_t M = S.M, C = S.C;
+    if (!C)
+      return;
+    double *IV = Inv.data();
+    for (int64_t J = 0; J < C; ++J)
+      IV[J] = 1.0 / std::sqrt(double(Var[J]) + S.Eps);
+    // dbeta = sum dy, dgamma = sum dy x_hat.
+    columnSums(
+        S, Partials, 2,
+        [&](int64_t R, double *PB, double *PG) {
+          const T *DR = DY + R * C, *XR = X + R * C;
+          for (int64_t J = 0; J < C; ++J) {
+            double D = double(DR[J]);
+            PB[J] += D;
+            PG[J] += D * (double(XR[J]) - double(Mean[J])) * IV[J];
+          }
+        },
+        DBeta.data(), DGamma.data());
+    // dx = gamma inv (dy - dbeta / M - x_hat dgamma / M).
+    for (int64_t J = 0; J < C; ++J) {
+      DBetaOut[J] = T(DBeta[size_t(J)]);
+      DGammaOut[J] = T(DGamma[size_t(J)]);
+      double G = Gamma ? double(Gamma[J]) : 1.0;
+      FA[size_t(J)] = T(G * IV[J]);
+      FB[size_t(J)] = T(M ? DBeta[size_t(J)] / double(M) : 0.0);
+      FC[size_t(J)] = T(M ? DGamma[size_t(J)] / double(M) * IV[J] : 0.0);
+    }
+    const T *A = FA.data(), *B = FB.data(), *CC = FC.data();
+    parallelFor(M, std::max<int64_t>(1, GrainCheap / C), S.Threads,
+                [&](int64_t Begin, int64_t End) {
+                  for (int64_t R = Begin; R < End; ++R) {
+                    const T *DR = DY + R * C, *XR = X + R * C;
+                    T *OR = DX + R * C;
+                    for (int64_t J = 0; J < C; ++J)
+                      OR[J] = A[J] * (DR[J] - B[J] - (XR[J] - Mean[J]) * CC[J]);
+                  }
+                });
+  }
+
+private:
+  BnShape S;
+  std::vector<double> Partials, DBeta, DGamma, Inv;
+  std::vector<T> FA, FB, FC;
+};
+
+KernelOr createBatchNorm(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error("BatchNorm takes 2 or 3 inputs, got 0");
+  return makeFloatKernel<BatchNormKernel>(I, I.Inputs[0].Type);
+}
+
+KernelOr createBatchNormInference(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error("BatchNormInference takes 4 or 5 inputs, got 0");
+  return makeFloatKernel<BatchNormInferenceKernel>(I, I.Inputs[0].Type);
+}
+
+KernelOr createBatchNormGrad(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error("BatchNormGrad takes 4 or 5 inputs, got 0");
+  return makeFloatKernel<BatchNormGradKernel>(I, I.Inputs[0].Type);
+}
+
+} // namespace
+
+void cpu::registerBatchNormKernels(KernelRegistry &R) {
+  R.add(DeviceKind::CPU, "BatchNorm", createBatchNorm);
+  R.add(DeviceKind::CPU, "BatchNormInference", createBatchNormInference);
+  R.add(DeviceKind::CPU, "BatchNormGrad", createBatchNormGrad);
+}

@@ -1,0 +1,294 @@
+//===- Optimizer.cpp - State updates --------------------------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// AssignMovingAverage, AssignAdd, ApplyGradientDescent, ApplyMomentum and
+// ApplyAdam. They write their variable (and slot) inputs in place and have
+// no outputs. The Apply ops read the global step (before this step's
+// increment) from their last input, an int64 scalar. Per-step scalars
+// (decayed learning rate, Adam's bias correction) are computed in double
+// and rounded once to the variable's type. Updates flush denormals to
+// zero (see FlushDenormalsScope).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuCommon.h"
+
+#include <cmath>
+
+using namespace mdrt;
+using namespace mdrt::cpu;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Update loops (the variable and slots are distinct buffers)
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+MDRT_CPU_CLONES void movingAverageLoop(T *__restrict Var,
+                                       const T *__restrict Value, T F,
+                                       int64_t N) {
+  for (int64_t K = 0; K < N; ++K)
+    Var[K] -= (Var[K] - Value[K]) * F;
+}
+
+template <typename T>
+MDRT_CPU_CLONES void
+gradientDescentLoop(T *__restrict Var, const T *__restrict G, T Lr, int64_t N) {
+  for (int64_t K = 0; K < N; ++K)
+    Var[K] -= Lr * G[K];
+}
+
+template <typename T>
+MDRT_CPU_CLONES void momentumLoop(T *__restrict Var, T *__restrict Acc,
+                                  const T *__restrict G, T Lr, T Mo,
+                                  bool Nesterov, int64_t N) {
+  if (Nesterov) {
+    for (int64_t K = 0; K < N; ++K) {
+      T A = Mo * Acc[K] + G[K];
+      Acc[K] = A;
+      Var[K] -= Lr * (G[K] + Mo * A);
+    }
+  } else {
+    for (int64_t K = 0; K < N; ++K) {
+      T A = Mo * Acc[K] + G[K];
+      Acc[K] = A;
+      Var[K] -= Lr * A;
+    }
+  }
+}
+
+template <typename T> struct AdamConsts { T B1, C1, B2, C2, Alpha, Eps; };
+
+template <typename T>
+MDRT_CPU_CLONES void adamLoop(T *__restrict Var, T *__restrict Mv,
+                              T *__restrict Vv, const T *__restrict G,
+                              AdamConsts<T> A, int64_t N) {
+  for (int64_t K = 0; K < N; ++K) {
+    const T GK = G[K];
+    const T M = A.B1 * Mv[K] + A.C1 * GK;
+    const T V = A.B2 * Vv[K] + A.C2 * GK * GK;
+    Mv[K] = M;
+    Vv[K] = V;
+    Var[K] -= A.Alpha * M / (std::sqrt(V) + A.Eps);
+  }
+}
+
+/// var -= (var - value) (1 - decay).
+template <typename T> class MovingAverageKernel : public Kernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(checkArity(I, 2, 2, 0));
+    MDRT_RETURN_IF_ERROR(checkTypes(I, {0, 1}, {}, I.Inputs[0].Type));
+    N = I.Inputs[0].numElements();
+    MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[1], N, "input"));
+    OneMinusDecay = T(1.0 - I.Attrs.getFloat("decay", 0.999));
+    Threads = I.NumThreads;
+    return Status::ok();
+  }
+  void run(const ExecContext &C) override {
+    T *Var = static_cast<T *>(C.In[0]);
+    const T *Value = static_cast<const T *>(C.In[1]);
+    const T F = OneMinusDecay;
+    parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {
+      FlushDenormalsScope Flush;
+      movingAverageLoop(Var + B, Value + B, F, E - B);
+    });
+  }
+
+private:
+  int64_t N = 0;
+  T OneMinusDecay = 0;
+  int Threads = 1;
+};
+
+/// var += amount, for a scalar of any numeric type.
+template <typename T> class AssignAddKernel : public Kernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(checkArity(I, 1, 1, 0));
+    MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[0], 1, "input"));
+    Amount = I.Attrs.getInt("amount", 1);
+    return Status::ok();
+  }
+  void run(const ExecContext &C) override {
+    T *Var = static_cast<T *>(C.In[0]);
+    if constexpr (std::is_integral<T>::value)
+      *Var = T(std::make_unsigned_t<T>(*Var) + std::make_unsigned_t<T>(Amount));
+    else
+      *Var += T(Amount);
+  }
+
+private:
+  int64_t Amount = 1;
+};
+
+/// The learning rate at a step: lr * decay_rate ^ floor(step / decay_steps)
+/// when decay_steps > 0.
+struct LearningRate {
+  double Rate = 0, DecayRate = 1;
+  int64_t DecaySteps = 0;
+
+  void init(const KernelInfo &I) {
+    Rate = I.Attrs.getFloat("learning_rate", 0);
+    DecaySteps = I.Attrs.getInt("decay_steps", 0);
+    DecayRate = I.Attrs.getFloat("decay_rate", 1.0);
+  }
+  double at(int64_t Step) const {
+    if (DecaySteps <= 0)
+      return Rate;
+    return Rate * std::pow(DecayRate, double(Step / DecaySteps));
+  }
+};
+
+/// Common checks of the Apply ops: \p NumTensors float tensors of the same
+/// type and size, then the int64 scalar step.
+Status checkApply(const KernelInfo &I, unsigned NumTensors) {
+  MDRT_RETURN_IF_ERROR(checkArity(I, NumTensors + 1, NumTensors + 1, 0));
+  std::vector<unsigned> Ins;
+  for (unsigned K = 0; K < NumTensors; ++K) {
+    Ins.push_back(K);
+    MDRT_RETURN_IF_ERROR(
+        checkElements(I, I.Inputs[K], I.Inputs[0].numElements(), "input"));
+  }
+  MDRT_RETURN_IF_ERROR(checkTypes(I, Ins, {}, I.Inputs[0].Type));
+  const TensorDesc &Step = I.Inputs[NumTensors];
+  if (Step.Type != DType::Int64 || Step.numElements() != 1)
+    return Status::error("the step input must be an int64 scalar, got " +
+                         Step.str());
+  return Status::ok();
+}
+
+inline int64_t readStep(const ExecContext &C, unsigned Index) {
+  return *static_cast<const int64_t *>(C.In[Index]);
+}
+
+/// var -= lr_t g.
+template <typename T> class GradientDescentKernel : public Kernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(checkApply(I, 2));
+    N = I.Inputs[0].numElements();
+    LR.init(I);
+    Threads = I.NumThreads;
+    return Status::ok();
+  }
+  void run(const ExecContext &C) override {
+    T *Var = static_cast<T *>(C.In[0]);
+    const T *G = static_cast<const T *>(C.In[1]);
+    const T Lr = T(LR.at(readStep(C, 2)));
+    parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {
+      FlushDenormalsScope Flush;
+      gradientDescentLoop(Var + B, G + B, Lr, E - B);
+    });
+  }
+
+private:
+  int64_t N = 0;
+  LearningRate LR;
+  int Threads = 1;
+};
+
+/// a = m a + g; var -= lr_t a (Nesterov: var -= lr_t (g + m a)).
+template <typename T> class MomentumKernel : public Kernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(checkApply(I, 3));
+    N = I.Inputs[0].numElements();
+    LR.init(I);
+    Momentum = T(I.Attrs.getFloat("momentum", 0.9));
+    Nesterov = I.Attrs.getBool("nesterov", false);
+    Threads = I.NumThreads;
+    return Status::ok();
+  }
+  void run(const ExecContext &C) override {
+    T *Var = static_cast<T *>(C.In[0]);
+    T *Acc = static_cast<T *>(C.In[1]);
+    const T *G = static_cast<const T *>(C.In[2]);
+    const T Lr = T(LR.at(readStep(C, 3))), Mo = Momentum;
+    const bool Nest = Nesterov;
+    parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {
+      FlushDenormalsScope Flush;
+      momentumLoop(Var + B, Acc + B, G + B, Lr, Mo, Nest, E - B);
+    });
+  }
+
+private:
+  int64_t N = 0;
+  LearningRate LR;
+  T Momentum = 0;
+  bool Nesterov = false;
+  int Threads = 1;
+};
+
+/// t = step + 1; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+/// var -= lr_t sqrt(1-b2^t) / (1-b1^t) m / (sqrt(v) + eps).
+template <typename T> class AdamKernel : public Kernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(checkApply(I, 4));
+    N = I.Inputs[0].numElements();
+    LR.init(I);
+    Beta1 = I.Attrs.getFloat("beta1", 0.9);
+    Beta2 = I.Attrs.getFloat("beta2", 0.999);
+    Eps = T(I.Attrs.getFloat("epsilon", 1e-8));
+    Threads = I.NumThreads;
+    return Status::ok();
+  }
+  void run(const ExecContext &C) override {
+    T *Var = static_cast<T *>(C.In[0]);
+    T *Mv = static_cast<T *>(C.In[1]);
+    T *Vv = static_cast<T *>(C.In[2]);
+    const T *G = static_cast<const T *>(C.In[3]);
+    int64_t Step = readStep(C, 4);
+    double Tt = double(Step) + 1.0;
+    const T Alpha = T(LR.at(Step) * std::sqrt(1.0 - std::pow(Beta2, Tt)) /
+                      (1.0 - std::pow(Beta1, Tt)));
+    const AdamConsts<T> A = {T(Beta1),       T(1.0 - Beta1), T(Beta2),
+                             T(1.0 - Beta2), Alpha,          Eps};
+    parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {
+      FlushDenormalsScope Flush;
+      adamLoop(Var + B, Mv + B, Vv + B, G + B, A, E - B);
+    });
+  }
+
+private:
+  int64_t N = 0;
+  LearningRate LR;
+  double Beta1 = 0.9, Beta2 = 0.999;
+  T Eps = 0;
+  int Threads = 1;
+};
+
+KernelOr createMovingAverage(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error("AssignMovingAverage takes 2 inputs, got 0");
+  return makeFloatKernel<MovingAverageKernel>(I, I.Inputs[0].Type);
+}
+
+KernelOr createAssignAdd(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error("AssignAdd takes 1 input, got 0");
+  return makeNumericKernel<AssignAddKernel>(I, I.Inputs[0].Type);
+}
+
+template <template <typename> class KT>
+KernelOr createApply(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error(I.Op + " takes a variable input");
+  return makeFloatKernel<KT>(I, I.Inputs[0].Type);
+}
+
+} // namespace
+
+void cpu::registerOptimizerKernels(KernelRegistry &R) {
+  R.add(DeviceKind::CPU, "AssignMovingAverage", createMovingAverage);
+  R.add(DeviceKind::CPU, "AssignAdd", createAssignAdd);
+  R.add(DeviceKind::CPU, "ApplyGradientDescent",
+        createApply<GradientDescentKernel>);
+  R.add(DeviceKind::CPU, "ApplyMomentum", createApply<MomentumKernel>);
+  R.add(DeviceKind::CPU, "ApplyAdam", createApply<AdamKernel>);
+}

@@ -1,0 +1,193 @@
+//===- OptimizerTest.cpp - State updates over two steps -------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Hand-computed values: each test runs the update twice (the second time
+// with the next step number and, where it matters, another gradient) and
+// checks the variable and slots written in place.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTestUtil.h"
+
+using namespace mdrt;
+using namespace mdrt::test;
+
+namespace {
+
+TT step(int64_t S) { return TT(DType::Int64, {}, {double(S)}); }
+
+double tol(DType T) { return T == DType::Float32 ? 1e-6 : 1e-14; }
+
+void expectValues(const std::vector<double> &Got,
+                  const std::vector<double> &Want, DType T,
+                  const std::string &What) {
+  ASSERT_EQ(Got.size(), Want.size());
+  for (size_t K = 0; K < Got.size(); ++K)
+    EXPECT_NEAR(Got[K], Want[K], tol(T) * std::max(1.0, std::fabs(Want[K])))
+        << What << " element " << K << " " << dtypeName(T);
+}
+
+TEST(CpuKernels, AssignMovingAverage) {
+  for (DType T : FloatTypes) {
+    OpRunner R("AssignMovingAverage");
+    R.attr("decay", 0.9)
+        .input(TT(T, {2}, {2, 4}))
+        .input(TT(T, {2}, {1, 0}))
+        .run();
+    expectValues(R.in(0), {1.9, 3.6}, T, "step 1");
+    R.run();
+    expectValues(R.in(0), {1.81, 3.24}, T, "step 2");
+    expectValues(R.in(1), {1, 0}, T, "value untouched");
+  }
+}
+
+TEST(CpuKernels, AssignAddOnIntsAndFloats) {
+  for (DType T : {DType::Int32, DType::Int64}) {
+    OpRunner R("AssignAdd");
+    R.attr("amount", int64_t(3)).input(TT(T, {}, {5})).run();
+    expectEqual(R.in(0), {8});
+    R.run();
+    expectEqual(R.in(0), {11});
+  }
+  for (DType T : FloatTypes) {
+    OpRunner R("AssignAdd"); // amount defaults to 1.
+    R.input(TT(T, {}, {0.5})).run().run();
+    expectEqual(R.in(0), {2.5});
+  }
+}
+
+TEST(CpuKernels, ApplyGradientDescentWithDecay) {
+  for (DType T : FloatTypes) {
+    // lr_t = 0.1 * 0.5^floor(step / 2).
+    OpRunner R("ApplyGradientDescent");
+    R.attr("learning_rate", 0.1)
+        .attr("decay_steps", int64_t(2))
+        .attr("decay_rate", 0.5)
+        .input(TT(T, {2}, {1, -2}))
+        .input(TT(T, {2}, {0.5, 0.25}))
+        .input(step(1));
+    R.run();
+    expectValues(R.in(0), {0.95, -2.025}, T, "step 1 (lr 0.1)");
+    R.setInput(2, step(2));
+    R.setInput(1, TT(T, {2}, {-1, 2}));
+    R.run();
+    expectValues(R.in(0), {1.0, -2.125}, T, "step 2 (lr 0.05)");
+  }
+  // Without decay_steps the rate is constant.
+  OpRunner C("ApplyGradientDescent");
+  C.attr("learning_rate", 0.5)
+      .attr("decay_rate", 0.1)
+      .input(TT(DType::Float64, {1}, {1}))
+      .input(TT(DType::Float64, {1}, {1}))
+      .input(step(1000));
+  C.run();
+  expectValues(C.in(0), {0.5}, DType::Float64, "no decay");
+}
+
+TEST(CpuKernels, ApplyMomentum) {
+  for (DType T : FloatTypes)
+    for (bool Nesterov : {false, true}) {
+      OpRunner R("ApplyMomentum");
+      R.attr("learning_rate", 0.1)
+          .attr("momentum", 0.9)
+          .attr("nesterov", Nesterov)
+          .input(TT(T, {2}, {1, 2}))
+          .input(TT(T, {2}, {0, 1}))
+          .input(TT(T, {2}, {0.5, -1}))
+          .input(step(0));
+      R.run();
+      // a = 0.9 a + g.
+      expectValues(R.in(1), {0.5, -0.1}, T, "accumulator 1");
+      if (Nesterov) // var -= 0.1 (g + 0.9 a).
+        expectValues(R.in(0), {0.905, 2.109}, T, "var 1 nesterov");
+      else // var -= 0.1 a.
+        expectValues(R.in(0), {0.95, 2.01}, T, "var 1");
+      R.setInput(3, step(1));
+      R.run();
+      expectValues(R.in(1), {0.95, -1.09}, T, "accumulator 2");
+      if (Nesterov)
+        expectValues(R.in(0), {0.7695, 2.30710}, T, "var 2 nesterov");
+      else
+        expectValues(R.in(0), {0.855, 2.119}, T, "var 2");
+    }
+}
+
+TEST(CpuKernels, ApplyAdam) {
+  for (DType T : FloatTypes) {
+    OpRunner R("ApplyAdam");
+    R.attr("learning_rate", 0.01)
+        .attr("beta1", 0.9)
+        .attr("beta2", 0.999)
+        .attr("epsilon", 1e-8)
+        .input(TT(T, {2}, {1, -1}))
+        .input(TT(T, {2}, {0, 0}))
+        .input(TT(T, {2}, {0, 0}))
+        .input(TT(T, {2}, {0.1, -0.5}))
+        .input(step(0));
+    R.run();
+    // t = 1: m = 0.1 g, v = 0.001 g^2,
+    // var -= 0.01 sqrt(0.001) / 0.1 * m / (sqrt(v) + 1e-8).
+    expectValues(R.in(1), {0.01, -0.05}, T, "m 1");
+    expectValues(R.in(2), {1e-5, 2.5e-4}, T, "v 1");
+    double A1 = 0.01 * std::sqrt(0.001) / 0.1;
+    double V0 = 1 - A1 * 0.01 / (std::sqrt(1e-5) + 1e-8);
+    double V1 = -1 + A1 * 0.05 / (std::sqrt(2.5e-4) + 1e-8);
+    expectValues(R.in(0), {V0, V1}, T, "var 1");
+    // Nearly lr * sign(g) on the first step.
+    EXPECT_NEAR(R.in(0)[0], 0.99, 1e-6);
+    EXPECT_NEAR(R.in(0)[1], -0.99, 1e-6);
+
+    R.setInput(3, TT(T, {2}, {-0.2, 0.3}));
+    R.setInput(4, step(1));
+    R.run();
+    // t = 2: m = 0.9 m + 0.1 g; v = 0.999 v + 0.001 g^2;
+    // var -= 0.01 sqrt(1 - 0.999^2) / (1 - 0.9^2) m / (sqrt(v) + 1e-8).
+    double M0 = 0.009 - 0.02, M1 = -0.045 + 0.03;
+    double S0 = 0.999e-5 + 0.001 * 0.04, S1 = 0.999 * 2.5e-4 + 0.001 * 0.09;
+    expectValues(R.in(1), {M0, M1}, T, "m 2");
+    expectValues(R.in(2), {S0, S1}, T, "v 2");
+    double A2 = 0.01 * std::sqrt(1 - 0.998001) / (1 - 0.81);
+    expectValues(R.in(0),
+                 {V0 - A2 * M0 / (std::sqrt(S0) + 1e-8),
+                  V1 - A2 * M1 / (std::sqrt(S1) + 1e-8)},
+                 T, "var 2");
+  }
+}
+
+TEST(CpuKernels, ApplyOnLargeTensorsUsesThreads) {
+  Rng G;
+  // Above the size where updates split across threads.
+  const Shape S = {2200, 1000};
+  TT Var = G.tensor(DType::Float32, S), Grad = G.tensor(DType::Float32, S);
+  const std::vector<double> Zeros(2200000, 0.0);
+  OpRunner R("ApplyAdam");
+  R.attr("learning_rate", 0.001)
+      .input(Var)
+      .input(TT(DType::Float32, S, Zeros))
+      .input(TT(DType::Float32, S, Zeros))
+      .input(Grad)
+      .input(step(0))
+      .threads(2)
+      .run();
+  std::vector<double> Got = R.in(0);
+  double A = 0.001 * std::sqrt(1 - 0.999) / (1 - 0.9);
+  for (size_t K = 0; K < Got.size(); K += 997) {
+    double M = 0.1 * Grad.V[K], V = 0.001 * Grad.V[K] * Grad.V[K];
+    double Want = Var.V[K] - A * M / (std::sqrt(V) + 1e-8);
+    EXPECT_NEAR(Got[K], Want, 1e-6) << K;
+  }
+}
+
+TEST(CpuKernels, ApplyRejectsABadStep) {
+  OpRunner R("ApplyGradientDescent");
+  R.attr("learning_rate", 0.1)
+      .input(TT(DType::Float32, {2}, {1, 2}))
+      .input(TT(DType::Float32, {2}, {1, 2}))
+      .input(TT(DType::Int32, {}, {0}));
+  EXPECT_NE(R.create(), "");
+}
+
+} // namespace

@@ -1,0 +1,176 @@
+//===- PlumbingTest.cpp - Identity, Reshape, BatchSlice, Cast, registry ---===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTestUtil.h"
+
+#include <algorithm>
+
+using namespace mdrt;
+using namespace mdrt::test;
+
+namespace {
+
+TEST(CpuKernelRegistry, EveryComputeOpHasAKernel) {
+  const char *Ops[] = {"Identity",
+                       "BatchSlice",
+                       "Reshape",
+                       "Cast",
+                       "MatMul",
+                       "BiasAdd",
+                       "Add",
+                       "Sub",
+                       "Mul",
+                       "Div",
+                       "AddN",
+                       "Neg",
+                       "Square",
+                       "Relu",
+                       "Sigmoid",
+                       "Tanh",
+                       "Softmax",
+                       "SparseSoftmaxCrossEntropy",
+                       "LogLoss",
+                       "L2Loss",
+                       "Mean",
+                       "Sum",
+                       "Accuracy",
+                       "Conv2D",
+                       "MaxPool",
+                       "BatchNorm",
+                       "BatchNormInference",
+                       "Dropout",
+                       "ReluGrad",
+                       "SigmoidGrad",
+                       "TanhGrad",
+                       "SoftmaxGrad",
+                       "BiasAddGrad",
+                       "SumToShape",
+                       "BroadcastGrad",
+                       "LogLossGrad",
+                       "Conv2DBackpropInput",
+                       "Conv2DBackpropFilter",
+                       "MaxPoolGrad",
+                       "BatchNormGrad",
+                       "AssignMovingAverage",
+                       "AssignAdd",
+                       "ApplyGradientDescent",
+                       "ApplyMomentum",
+                       "ApplyAdam"};
+  KernelRegistry &R = KernelRegistry::get();
+  for (const char *Op : Ops)
+    EXPECT_NE(R.lookup(DeviceKind::CPU, Op), nullptr) << Op;
+  // The executor's own ops have none.
+  for (const char *Op : {"Input", "Const", "Variable", "NoOp", "Send", "Recv",
+                         "AllReduce", "ScalarSummary", "HistogramSummary"})
+    EXPECT_EQ(R.lookup(DeviceKind::CPU, Op), nullptr) << Op;
+  EXPECT_EQ(R.ops(DeviceKind::CPU).size(), std::size(Ops));
+}
+
+TEST(CpuKernels, IdentityAndReshapeCopyEveryType) {
+  Rng G;
+  for (DType T : {DType::Float32, DType::Float64, DType::Int32, DType::Int64,
+                  DType::Bool}) {
+    TT X = G.tensor(T, {3, 5}, -100, 100);
+    if (T == DType::Bool)
+      for (double &V : X.V)
+        V = V > 0;
+    OpRunner Id("Identity");
+    Id.input(X).output(T, {3, 5}).run();
+    expectEqual(Id.out(0), X.V, "identity");
+    OpRunner Re("Reshape");
+    Re.attr("shape", std::vector<int64_t>{5, -1})
+        .input(X)
+        .output(T, {5, 3})
+        .run();
+    expectEqual(Re.out(0), X.V, "reshape");
+  }
+  OpRunner Bad("Reshape");
+  Bad.input(G.tensor(DType::Float32, {3, 5})).output(DType::Float32, {4, 4});
+  EXPECT_NE(Bad.create(), "");
+}
+
+TEST(CpuKernels, IdentityLargeCopyOnTwoThreads) {
+  Rng G;
+  TT X = G.tensor(DType::Float32, {700, 1000});
+  OpRunner Id("Identity");
+  Id.input(X).output(DType::Float32, {700, 1000}).threads(2).run();
+  expectEqual(Id.out(0), X.V);
+}
+
+TEST(CpuKernels, BatchSliceTakesItsRows) {
+  Rng G;
+  for (DType T : NumericTypes) {
+    TT X = G.tensor(T, {6, 2, 3}, -50, 50);
+    for (int64_t Index = 0; Index < 3; ++Index) {
+      OpRunner S("BatchSlice");
+      S.attr("index", Index)
+          .attr("count", int64_t(3))
+          .input(X)
+          .output(T, {2, 2, 3})
+          .run();
+      std::vector<double> Want(X.V.begin() + Index * 12,
+                               X.V.begin() + (Index + 1) * 12);
+      expectEqual(S.out(0), Want, "slice " + std::to_string(Index));
+    }
+  }
+  OpRunner Bad("BatchSlice");
+  Bad.attr("index", int64_t(3))
+      .attr("count", int64_t(3))
+      .input(G.tensor(DType::Float32, {6, 2}))
+      .output(DType::Float32, {2, 2});
+  EXPECT_NE(Bad.create(), "");
+  OpRunner Rows("BatchSlice");
+  Rows.attr("index", int64_t(0))
+      .attr("count", int64_t(2))
+      .input(G.tensor(DType::Float32, {6, 2}))
+      .output(DType::Float32, {2, 2});
+  EXPECT_NE(Rows.create(), "");
+}
+
+TEST(CpuKernels, CastConvertsAndTruncatesTowardZero) {
+  TT F(DType::Float32, {6}, {-2.75, -0.5, 0, 0.5, 2.75, 7});
+  for (DType To : {DType::Int32, DType::Int64}) {
+    OpRunner C("Cast");
+    C.attr("dtype", To).input(F).output(To, {6}).run();
+    expectEqual(C.out(0), {-2, 0, 0, 0, 2, 7}, "float to int");
+  }
+  OpRunner B("Cast");
+  B.attr("dtype", DType::Bool).input(F).output(DType::Bool, {6}).run();
+  expectEqual(B.out(0), {1, 1, 0, 1, 1, 1}, "float to bool");
+
+  TT D(DType::Float64, {3}, {0.1, -1e300, 3.5});
+  OpRunner DF("Cast");
+  DF.attr("dtype", DType::Float32).input(D).output(DType::Float32, {3}).run();
+  std::vector<double> Got = DF.out(0);
+  EXPECT_EQ(Got[0], double(0.1f));
+  EXPECT_TRUE(std::isinf(Got[1]) && Got[1] < 0);
+  EXPECT_EQ(Got[2], 3.5);
+
+  TT I(DType::Int32, {3}, {-7, 0, 2147483647});
+  OpRunner IL("Cast");
+  IL.attr("dtype", DType::Int64).input(I).output(DType::Int64, {3}).run();
+  expectEqual(IL.out(0), {-7, 0, 2147483647});
+  OpRunner IF("Cast");
+  IF.attr("dtype", DType::Float64).input(I).output(DType::Float64, {3}).run();
+  expectEqual(IF.out(0), {-7, 0, 2147483647});
+
+  TT L(DType::Int64, {2}, {-3, 4});
+  OpRunner LI("Cast");
+  LI.attr("dtype", DType::Int32).input(L).output(DType::Int32, {2}).run();
+  expectEqual(LI.out(0), {-3, 4});
+
+  TT Bo(DType::Bool, {3}, {1, 0, 1});
+  OpRunner BF("Cast");
+  BF.attr("dtype", DType::Float32).input(Bo).output(DType::Float32, {3}).run();
+  expectEqual(BF.out(0), {1, 0, 1});
+
+  // Same type is a copy.
+  OpRunner Same("Cast");
+  Same.attr("dtype", DType::Float32).input(F).output(DType::Float32, {6}).run();
+  expectEqual(Same.out(0), F.V);
+}
+
+} // namespace
