@@ -21,6 +21,7 @@ config.environment["PATH"] = path
 config.substitutions.append(("%examples",
                              os.path.join(config.mdplan_src_root, "examples")))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%mdplan_obj_root", config.mdplan_obj_root))
 config.substitutions.append(("%S_inputs",
                              os.path.join(config.test_source_root, "Inputs")))
 
