@@ -567,9 +567,8 @@ Error ModelBuilder::collection(const pb::RepeatedPtrField<std::string> &Names,
   for (int I = 0, E = Names.size(); I != E; ++I) {
     Node *N = G.lookup(Names[I]);
     if (!N)
-      return makeError(L.at(M, Field, I),
-                       StringRef(collectionName(C)).rtrim('s') + " '" +
-                           Names[I] + "' is not a node of the graph");
+      return makeError(L.at(M, Field, I), Field + " '" + Names[I] +
+                                              "' is not a node of the graph");
     if (C == Collection::Summaries && !N->getOp().is(OF_Summary))
       return makeError(L.at(M, Field, I),
                        "summary '" + Names[I] + "' is a " + N->getOpName() +
@@ -577,7 +576,7 @@ Error ModelBuilder::collection(const pb::RepeatedPtrField<std::string> &Names,
     if ((C == Collection::Losses || C == Collection::RegularizationLosses) &&
         N->getNumOutputs() < 1)
       return makeError(L.at(M, Field, I),
-                       "loss '" + Names[I] + "' has no output");
+                       Field + " '" + Names[I] + "' has no output");
     G.collection(C).insert(N);
   }
   return Error::success();

@@ -546,12 +546,13 @@ TEST(ModelReaderTest, CollectionErrors) {
             "m.mdg:2:1: error: summary 'a' is a Const, not a summary op");
   EXPECT_EQ(readError("node { name: \"a\" op: \"NoOp\" }\nloss: \"a\"\n"),
             "m.mdg:2:1: error: loss 'a' has no output");
+  EXPECT_EQ(readError("node { name: \"a\" op: \"NoOp\" }\n"
+                      "regularization_loss: \"a\"\n"),
+            "m.mdg:2:1: error: regularization_loss 'a' has no output");
 }
 
-// BUG: the collection name is singularised with rtrim('s'), which gives
-// "losse", "regularization_losse" and "summarie" (ModelReader.cpp,
-// ModelBuilder::collection).
-TEST(ModelReaderTest, DISABLED_CollectionNotANodeMessages) {
+// The collection is named by its field ("loss", not "losse").
+TEST(ModelReaderTest, CollectionNotANodeMessages) {
   EXPECT_EQ(readError("node { name: \"a\" op: \"Const\" }\nloss: \"b\"\n"),
             "m.mdg:2:1: error: loss 'b' is not a node of the graph");
   EXPECT_EQ(readError("node { name: \"a\" op: \"Const\" }\n"
