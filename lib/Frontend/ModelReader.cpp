@@ -29,6 +29,11 @@ namespace {
 
 using ParseInfoTree = pb::TextFormat::ParseInfoTree;
 
+/// How deeply messages (scopes, mostly) may nest in a text file: protobuf's
+/// own limit for binary files. Without it, the recursive-descent text parser
+/// (and our walk over scopes) overflows the stack on deep inputs.
+constexpr int MaxNesting = 100;
+
 /// Collects the first syntax error of the protobuf text parser.
 class SyntaxErrors : public pb::io::ErrorCollector {
 public:
@@ -38,14 +43,19 @@ public:
                 const std::string &Message) override {
     if (Err)
       return;
+    SourceLoc Loc{File, unsigned(Line + 1), unsigned(Col + 1)};
+    if (StringRef(Message).startswith("Message is too deep")) {
+      Err = makeError(Loc, "messages nested too deeply (more than " +
+                               Twine(MaxNesting) + " levels)");
+      return;
+    }
     std::string Msg = Message;
     // Protobuf's messages are sentences; diagnostics are not.
     if (!Msg.empty() && Msg.back() == '.')
       Msg.pop_back();
     if (!Msg.empty())
       Msg[0] = toLower(Msg[0]);
-    Err = makeError(SourceLoc{File, unsigned(Line + 1), unsigned(Col + 1)},
-                    "syntax error: " + Msg);
+    Err = makeError(Loc, "syntax error: " + Msg);
   }
   void AddWarning(int, pb::io::ColumnNumber, const std::string &) override {}
 
@@ -714,6 +724,7 @@ mdplan::readModelBuffer(StringRef Contents, StringRef Name,
                        "mdplan.desc.Model)");
   } else {
     pb::TextFormat::Parser P;
+    P.SetRecursionLimit(MaxNesting);
     SyntaxErrors Errs(File);
     P.RecordErrorsTo(&Errs);
     P.WriteLocationsTo(&Tree);
@@ -769,6 +780,7 @@ Error mdplan::readDeploymentBuffer(StringRef Contents, StringRef Name,
   StringRef File = internFileName(Name);
   desc::Deployment D;
   pb::TextFormat::Parser P;
+  P.SetRecursionLimit(MaxNesting);
   SyntaxErrors Errs(File);
   ParseInfoTree Tree;
   P.RecordErrorsTo(&Errs);
