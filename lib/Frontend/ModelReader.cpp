@@ -18,6 +18,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
@@ -29,10 +30,11 @@ namespace {
 
 using ParseInfoTree = pb::TextFormat::ParseInfoTree;
 
-/// How deeply messages (scopes, mostly) may nest in a text file: protobuf's
-/// own limit for binary files. Without it, the recursive-descent text parser
-/// (and our walk over scopes) overflows the stack on deep inputs.
-constexpr int MaxNesting = 100;
+/// How deeply messages (scopes, mostly) may nest, in text and binary files.
+/// Without a limit, protobuf's recursive-descent text parser (and our walk
+/// over scopes) overflows the stack on deep inputs; protobuf's default for
+/// binary input (100) is too low for real scope nests.
+constexpr int MaxNesting = 1000;
 
 /// Collects the first syntax error of the protobuf text parser.
 class SyntaxErrors : public pb::io::ErrorCollector {
@@ -229,13 +231,17 @@ static StringRef initializerName(desc::Initializer::Kind K) {
   }
 }
 
-static Error checkDims(const pb::RepeatedField<int64_t> &Dims, SourceLoc Loc) {
+/// Checks the shape of a `variable` or `data` block of node \p Name.
+static Error checkDims(const pb::RepeatedField<int64_t> &Dims, SourceLoc Loc,
+                       StringRef Name) {
+  Shape S(ArrayRef<int64_t>(Dims.data(), Dims.size()));
   for (int64_t D : Dims)
     if (D <= 0)
-      return makeError(Loc, "dimensions must be positive, got " +
-                                Shape(ArrayRef<int64_t>(Dims.data(),
-                                                        Dims.size()))
-                                    .str());
+      return makeError(Loc, "dimensions must be positive, got " + S.str());
+  std::string Why = S.whyTooLarge();
+  if (!Why.empty())
+    return makeError(Loc, "node '" + Name + "': shape " + S.str() +
+                              " is too large: " + Why);
   return Error::success();
 }
 
@@ -301,12 +307,12 @@ Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
                        "'variable' is only allowed on Variable nodes");
     const desc::VariableDef &V = P.variable();
     Locator VL = L.nested(P, "variable");
-    if (Error E = checkDims(V.shape(), VL.at(V, "shape", 0)))
+    DType T = V.dtype() == desc::DT_INVALID ? DType::Float32 : DType(V.dtype());
+    if (Error E = checkDims(V.shape(), VL.at(V, "shape", 0), Full))
       return E;
     AttrDict &A = N->attrs();
     A.set("shape", Shape(ArrayRef<int64_t>(V.shape().data(), V.shape_size())));
-    A.set("dtype", V.dtype() == desc::DT_INVALID ? DType::Float32
-                                                 : DType(V.dtype()));
+    A.set("dtype", T);
     const desc::Initializer &I = V.initializer();
     A.set("initializer", initializerName(I.kind()));
     if (I.kind() == desc::Initializer::CONSTANT)
@@ -338,12 +344,12 @@ Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
                        "'data' is only allowed on Input nodes");
     const desc::DataDef &D = P.data();
     Locator DL = L.nested(P, "data");
-    if (Error E = checkDims(D.shape(), DL.at(D, "shape", 0)))
+    DType T = D.dtype() == desc::DT_INVALID ? DType::Float32 : DType(D.dtype());
+    if (Error E = checkDims(D.shape(), DL.at(D, "shape", 0), Full))
       return E;
     N->attrs().set("shape",
                    Shape(ArrayRef<int64_t>(D.shape().data(), D.shape_size())));
-    N->attrs().set("dtype", D.dtype() == desc::DT_INVALID ? DType::Float32
-                                                          : DType(D.dtype()));
+    N->attrs().set("dtype", T);
     if (!D.feature().empty())
       N->attrs().set("feature", D.feature());
   }
@@ -717,8 +723,12 @@ mdplan::readModelBuffer(StringRef Contents, StringRef Name,
                 (Opts.Format == InputFormat::Auto && isBinaryPath(Name));
   ParseInfoTree Tree;
   if (Binary) {
-    if (Contents.size() > size_t(INT32_MAX) ||
-        !M.ParseFromArray(Contents.data(), int(Contents.size())))
+    pb::io::CodedInputStream In(
+        reinterpret_cast<const uint8_t *>(Contents.data()),
+        int(std::min<size_t>(Contents.size(), INT32_MAX)));
+    In.SetRecursionLimit(MaxNesting);
+    if (Contents.size() > size_t(INT32_MAX) || !M.ParseFromCodedStream(&In) ||
+        !In.ConsumedEntireMessage())
       return makeError(SourceLoc{File, 0, 0},
                        "cannot parse the binary model (not a serialized "
                        "mdplan.desc.Model)");
