@@ -170,5 +170,15 @@ Error mdplan::inferNodeShapes(Node &N) {
   }
   N.setNumOutputs(Op.numOutputs(N.attrs(), N.getNumInputs()));
   InferContext C(N);
-  return Op.Shape(C);
+  if (Error E = Op.Shape(C))
+    return E;
+  // Element counts and byte sizes are int64 everywhere after this.
+  for (unsigned I = 0, E = N.getNumOutputs(); I != E; ++I) {
+    const TensorType &T = N.getOutputType(I);
+    std::string Why = T.Dims.whyTooLarge();
+    if (!Why.empty())
+      return N.error("output " + Twine(I) + " of type " + T.str() +
+                     " is too large: " + Why);
+  }
+  return Error::success();
 }

@@ -15,6 +15,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace llvm;
 using namespace mdplan;
@@ -240,7 +241,10 @@ static Error shapeReshape(InferContext &C) {
     if (Target[I] < 0)
       return C.error("reshape target dimension " + Twine(Target[I]) +
                      " is invalid");
-    Known *= Target[I];
+    if (MulOverflow(Known, Target[I], Known))
+      return C.error("reshape target " + Shape(Target).str() +
+                     " is too large: a tensor may have at most 2^40 "
+                     "elements");
   }
   Shape Out(Target);
   int64_t N = In.numElements();

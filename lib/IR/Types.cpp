@@ -6,7 +6,9 @@
 
 #include "mdplan/IR/Types.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace llvm;
 using namespace mdplan;
@@ -67,12 +69,32 @@ bool Shape::isFullyDefined() const {
 
 int64_t Shape::numElements() const {
   int64_t N = 1;
+  bool Overflow = false;
   for (int64_t D : Dims) {
     if (D < 0)
       return -1;
+    Overflow |= MulOverflow(N, D, N);
+  }
+  if (Overflow && is_contained(Dims, 0))
+    return 0;
+  return Overflow ? INT64_MAX : N;
+}
+
+std::string Shape::whyTooLarge() const {
+  for (int64_t D : Dims)
+    if (D > MaxTensorElements)
+      return "dimension " + std::to_string(D) + " is above the limit of 2^40";
+  int64_t N = 1;
+  for (int64_t D : Dims) {
+    if (D == 0)
+      return "";
+    if (D < 0)
+      continue;
+    if (N > MaxTensorElements / D)
+      return "a tensor may have at most 2^40 elements";
     N *= D;
   }
-  return N;
+  return "";
 }
 
 void Shape::print(raw_ostream &OS) const {
@@ -97,7 +119,10 @@ std::string Shape::str() const {
 
 int64_t TensorType::byteSize() const {
   int64_t N = Dims.numElements();
-  return N < 0 ? -1 : N * dtypeSize(Elt);
+  if (N < 0)
+    return -1;
+  int64_t Bytes;
+  return MulOverflow(N, int64_t(dtypeSize(Elt)), Bytes) ? INT64_MAX : Bytes;
 }
 
 void TensorType::print(raw_ostream &OS) const {

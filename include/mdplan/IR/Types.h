@@ -60,8 +60,19 @@ public:
   llvm::SmallVectorImpl<int64_t> &dims() { return Dims; }
   /// True when every dimension is known.
   bool isFullyDefined() const;
-  /// Number of elements; -1 when some dimension is unknown.
+  /// Number of elements; -1 when some dimension is unknown. Saturates at
+  /// INT64_MAX when the count overflows (the reader and infer-shapes reject
+  /// such shapes, see isTooLarge).
   int64_t numElements() const;
+  /// Why a tensor of this shape is too large ("" when it is not): a
+  /// dimension or the element count above MaxTensorElements (unknown
+  /// dimensions count as 1). For messages: "shape [..] is too large: ...".
+  std::string whyTooLarge() const;
+
+  /// The most elements (and the largest dimension) a tensor may have: the
+  /// runtime's plan verifier's limit. Byte sizes and sums of them stay far
+  /// from overflowing int64.
+  static constexpr int64_t MaxTensorElements = int64_t(1) << 40;
 
   bool operator==(const Shape &O) const { return Dims == O.Dims; }
   bool operator!=(const Shape &O) const { return !(*this == O); }
