@@ -6,10 +6,13 @@
 
 #include "mdrt/Executor.h"
 
+#include "mdrt/Cuda.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -115,6 +118,14 @@ struct Executor::Impl {
     std::vector<TensorDesc> Types;
     std::vector<const void *> CIn;
   };
+  /// CUDA graphs: a device's kernel list cut into segments at waits,
+  /// signals and slots that cannot be captured.
+  struct Segment {
+    /// Positions in the device's kernel list.
+    uint32_t Begin = 0, End = 0;
+    bool Capture = false;
+    std::unique_ptr<cuda::Graph> Graph;
+  };
   struct Program {
     std::string Name;
     int64_t Batch = 0;
@@ -124,6 +135,12 @@ struct Executor::Impl {
     std::vector<InputSlot> Inputs;
     std::vector<uint32_t> InputBuffers;
     std::vector<std::vector<uint8_t>> Staging;
+    /// Pinned staging of inputs bound to GPU buffers (null: Staging).
+    std::vector<std::unique_ptr<void, void (*)(void *)>> Pinned;
+    /// Per device; empty without CUDA graphs.
+    std::vector<std::vector<Segment>> Segments;
+    std::vector<uint8_t> GraphFailed;
+    uint64_t Runs = 0;
     std::vector<std::unique_ptr<CollectiveGroup>> Groups;
     std::unique_ptr<std::atomic<uint64_t>[]> Done;
   };
@@ -167,6 +184,11 @@ struct Executor::Impl {
   Status createDevices(std::vector<std::string> &Notes);
   Status createProgram(const fb::Program &FP);
   void runDevice(Program &Prog, int ProgIndex, uint32_t Dev, uint64_t Step);
+  void execSlot(Program &Prog, Slot &S, Device &Dev, uint64_t Step);
+  bool runGraphs(Program &Prog, uint32_t DevId, uint64_t Step);
+  void planSegments(Program &Prog, std::vector<std::string> &Notes);
+  /// Errors of device threads (CUDA activation, step counter), per device.
+  std::vector<Status> RunErrors;
   void waitFor(Program &Prog, uint32_t Kernel) {
     std::atomic<uint64_t> &D = Prog.Done[Kernel];
     for (int Spin = 0; Spin < 2000; ++Spin)
@@ -318,6 +340,8 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       if (K.outputs())
         for (uint32_t B : *K.outputs())
           Info.Outputs.push_back(BufType[B]);
+      // GPU kernels bind to the device current on this thread.
+      MDRT_RETURN_IF_ERROR(cuda::activate(Dev));
       auto Impl = KernelRegistry::get().create(Dev.kind(), Info);
       if (!Impl.isOk())
         return Impl.status().withContext("program '" + Prog.Name + "'");
@@ -372,8 +396,13 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       IS.Type = BufType[In->buffer()];
       Device &D = *Devices[P->buffers()->Get(In->buffer())->device()];
       Prog.Staging.emplace_back();
+      Prog.Pinned.emplace_back(nullptr, cuda::freePinned);
       if (D.kind() == DeviceKind::CPU) {
         IS.Host = BufPtr[In->buffer()];
+      } else if (void *P = cuda::allocPinned(IS.Type.bytes())) {
+        // Page-locked: copied to the GPU asynchronously at the step's start.
+        Prog.Pinned.back().reset(P);
+        IS.Host = P;
       } else {
         Prog.Staging.back().resize(IS.Type.bytes());
         IS.Host = Prog.Staging.back().data();
@@ -384,10 +413,47 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
   return Status::ok();
 }
 
+void Executor::Impl::execSlot(Program &Prog, Slot &S, Device &Dev,
+                              uint64_t Step) {
+  switch (S.Kind) {
+  case SlotKind::Compute: {
+    ExecContext C;
+    C.In = S.In.data();
+    C.Out = S.Out.data();
+    C.Step = Step;
+    C.Seed = Opts.Seed;
+    C.Stream = Dev.stream();
+    S.Impl->run(C);
+    break;
+  }
+  case SlotKind::NoOp:
+  case SlotKind::Send:
+    break;
+  case SlotKind::Recv: {
+    const Slot &Send = Prog.Slots[S.SrcKernel];
+    Dev.copyFrom(*Devices[Send.Device], Send.Event, S.Out[0], S.SrcPtr,
+                 S.Bytes);
+    break;
+  }
+  case SlotKind::Collective:
+    S.Group->allReduce(S.Participant, Dev, S.CIn, S.Out, S.Types);
+    break;
+  }
+}
+
 void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
                                uint64_t Step) {
   Device &Dev = *Devices[DevId];
+  if (Dev.kind() == DeviceKind::GPU) {
+    Status S = cuda::activate(Dev);
+    if (S.isOk())
+      S = cuda::setStep(Dev, Step);
+    if (!S.isOk() && RunErrors[DevId].isOk())
+      RunErrors[DevId] = S.withContext(Dev.name());
+  }
   bool Trace = Tracing.load(std::memory_order_relaxed);
+  if (!Trace && runGraphs(Prog, DevId, Step))
+    return;
   for (uint32_t Id : Prog.PerDevice[DevId]) {
     Slot &S = Prog.Slots[Id];
     for (uint32_t W : S.Waits) {
@@ -396,30 +462,7 @@ void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
       Dev.waitEvent(*Devices[From.Device], From.Event);
     }
     uint64_t Start = Trace ? nowNs() : 0;
-    switch (S.Kind) {
-    case SlotKind::Compute: {
-      ExecContext C;
-      C.In = S.In.data();
-      C.Out = S.Out.data();
-      C.Step = Step;
-      C.Seed = Opts.Seed;
-      C.Stream = Dev.stream();
-      S.Impl->run(C);
-      break;
-    }
-    case SlotKind::NoOp:
-    case SlotKind::Send:
-      break;
-    case SlotKind::Recv: {
-      const Slot &Send = Prog.Slots[S.SrcKernel];
-      Dev.copyFrom(*Devices[Send.Device], Send.Event, S.Out[0], S.SrcPtr,
-                   S.Bytes);
-      break;
-    }
-    case SlotKind::Collective:
-      S.Group->allReduce(S.Participant, Dev, S.CIn, S.Out, S.Types);
-      break;
-    }
+    execSlot(Prog, S, Dev, Step);
     if (Trace) {
       Dev.synchronize().isOk();
       this->Trace[DevId].push_back({Id, ProgIndex, Start, nowNs()});
@@ -428,6 +471,120 @@ void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
       Dev.recordEvent(S.Event);
       signal(Prog, Id);
     }
+  }
+}
+
+/// Runs the device's kernel list segment by segment: waits before a
+/// segment, its graph (captured on the program's second run) or its slots,
+/// then the signal of its last slot. False when the device runs without
+/// graphs.
+bool Executor::Impl::runGraphs(Program &Prog, uint32_t DevId, uint64_t Step) {
+  if (Prog.Segments.empty() || Prog.Segments[DevId].empty() ||
+      Prog.GraphFailed[DevId])
+    return false;
+  Device &Dev = *Devices[DevId];
+  const std::vector<uint32_t> &List = Prog.PerDevice[DevId];
+  for (Segment &Seg : Prog.Segments[DevId]) {
+    Slot &First = Prog.Slots[List[Seg.Begin]];
+    for (uint32_t W : First.Waits) {
+      waitFor(Prog, W);
+      const Slot &From = Prog.Slots[W];
+      Dev.waitEvent(*Devices[From.Device], From.Event);
+    }
+    bool Eager = !Seg.Capture || Prog.Runs == 0 || Prog.GraphFailed[DevId];
+    if (!Eager && !Seg.Graph) {
+      // Capture: nothing submitted runs until the graph is launched.
+      Status S = cuda::beginCapture(Dev);
+      if (S.isOk()) {
+        for (uint32_t P = Seg.Begin; P < Seg.End; ++P)
+          execSlot(Prog, Prog.Slots[List[P]], Dev, Step);
+        auto G = cuda::endCapture(Dev);
+        if (G.isOk())
+          Seg.Graph = G.take();
+        else
+          S = G.status();
+      }
+      if (!S.isOk()) {
+        std::fprintf(stderr,
+                     "note: cuda graph capture of program '%s' on %s failed "
+                     "(%s); it runs without graphs\n",
+                     Prog.Name.c_str(), Dev.name().c_str(),
+                     S.message().c_str());
+        Prog.GraphFailed[DevId] = 1;
+        for (Segment &Other : Prog.Segments[DevId])
+          Other.Graph.reset();
+        Eager = true;
+      }
+    }
+    if (Eager) {
+      for (uint32_t P = Seg.Begin; P < Seg.End; ++P)
+        execSlot(Prog, Prog.Slots[List[P]], Dev, Step);
+    } else {
+      Status S = Seg.Graph->launch();
+      if (!S.isOk() && RunErrors[DevId].isOk())
+        RunErrors[DevId] = S.withContext(Dev.name());
+    }
+    Slot &Last = Prog.Slots[List[Seg.End - 1]];
+    if (Last.Signals) {
+      Dev.recordEvent(Last.Event);
+      signal(Prog, List[Seg.End - 1]);
+    }
+  }
+  return true;
+}
+
+void Executor::Impl::planSegments(Program &Prog,
+                                  std::vector<std::string> &Notes) {
+  Prog.Segments.clear();
+  Prog.Segments.resize(Devices.size());
+  Prog.GraphFailed.assign(Devices.size(), 0);
+  for (uint32_t D = 0; D < Devices.size(); ++D) {
+    if (Devices[D]->kind() != DeviceKind::GPU || Prog.PerDevice[D].empty())
+      continue;
+    const std::vector<uint32_t> &List = Prog.PerDevice[D];
+    auto Capturable = [&](const Slot &S) {
+      return S.Kind == SlotKind::Compute || S.Kind == SlotKind::NoOp ||
+             S.Kind == SlotKind::Send;
+    };
+    std::vector<Segment> &Segs = Prog.Segments[D];
+    for (uint32_t P = 0; P < List.size(); ++P) {
+      const Slot &S = Prog.Slots[List[P]];
+      bool Start = P == 0 || !S.Waits.empty() || !Capturable(S);
+      if (P > 0) {
+        const Slot &Prev = Prog.Slots[List[P - 1]];
+        Start |= !Capturable(Prev) || Prev.Signals;
+      }
+      if (Start) {
+        Segs.emplace_back();
+        Segs.back().Begin = P;
+        Segs.back().Capture = Capturable(S);
+      }
+      Segs.back().End = P + 1;
+    }
+    size_t Graphs = 0, Captured = 0, Computes = 0;
+    for (Segment &Seg : Segs) {
+      size_t N = 0;
+      for (uint32_t P = Seg.Begin; P < Seg.End; ++P)
+        N += Prog.Slots[List[P]].Kind == SlotKind::Compute;
+      Computes += N;
+      // A single kernel gains nothing from a graph.
+      Seg.Capture = Seg.Capture && N >= 2;
+      if (Seg.Capture) {
+        ++Graphs;
+        Captured += N;
+      }
+    }
+    size_t Total = 0;
+    for (uint32_t Id : List)
+      Total += Prog.Slots[Id].Kind == SlotKind::Compute;
+    (void)Computes;
+    Notes.push_back("cuda graph: program '" + Prog.Name + "' on " +
+                    Devices[D]->name() + ": " + std::to_string(Captured) +
+                    " of " + std::to_string(Total) + " kernels in " +
+                    std::to_string(Graphs) +
+                    " graphs, captured on the second run; the rest (host "
+                    "transfers, waits on other devices, collectives) runs "
+                    "eagerly between them");
   }
 }
 
@@ -470,6 +627,18 @@ Executor::create(std::shared_ptr<const PlanFile> Plan,
   MDRT_RETURN_IF_ERROR(I.createDevices(E->Notes));
   for (const fb::Program *FP : *I.P->programs())
     MDRT_RETURN_IF_ERROR(I.createProgram(*FP));
+  I.RunErrors.assign(I.Devices.size(), Status::ok());
+  if (Opts.CudaGraph) {
+    bool AnyGpu = std::any_of(
+        I.Devices.begin(), I.Devices.end(),
+        [](const auto &D) { return D->kind() == DeviceKind::GPU; });
+    if (!AnyGpu)
+      E->Notes.push_back("--cuda-graph: the plan runs no device on a GPU; "
+                         "running without CUDA graphs");
+    else
+      for (Impl::Program &Prog : I.Programs)
+        I.planSegments(Prog, E->Notes);
+  }
   bool Multi = false;
   for (const Impl::Program &Prog : I.Programs)
     Multi |= Prog.Active.size() > 1;
@@ -569,7 +738,12 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
   for (size_t K = 0; K < Prog.Inputs.size(); ++K) {
     uint32_t B = Prog.InputBuffers[K];
     Device &D = *I->Devices[I->P->buffers()->Get(B)->device()];
-    if (D.kind() != DeviceKind::CPU)
+    if (D.kind() == DeviceKind::CPU)
+      continue;
+    if (Prog.Pinned[K])
+      cuda::copyFromHostAsync(D, I->BufPtr[B], Prog.Inputs[K].Host,
+                              Prog.Inputs[K].Type.bytes());
+    else
       D.copyFromHost(I->BufPtr[B], Prog.Inputs[K].Host,
                      Prog.Inputs[K].Type.bytes());
   }
@@ -585,8 +759,15 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
     I->JobCV.notify_all();
     I->DoneCV.wait(L, [&] { return I->Remaining == 0; });
   }
+  ++Prog.Runs;
   for (uint32_t D : Prog.Active)
     MDRT_RETURN_IF_ERROR(I->Devices[D]->synchronize());
+  for (Status &S : I->RunErrors)
+    if (!S.isOk()) {
+      Status R = S;
+      S = Status::ok();
+      return R;
+    }
   return Status::ok();
 }
 

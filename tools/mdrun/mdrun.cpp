@@ -188,6 +188,9 @@ int main(int argc, char **argv) {
        [&](const std::string &) { return T.Resume = true; }},
       {"soft-placement", nullptr, "run GPU devices the machine lacks on the CPU",
        [&](const std::string &) { return T.Exec.SoftPlacement = true; }},
+      {"cuda-graph", nullptr,
+       "replay each program's GPU work as CUDA graphs after its first step",
+       [&](const std::string &) { return T.Exec.CudaGraph = true; }},
       {"prefetch", "N", "batches prepared ahead (2)",
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 0);

@@ -34,6 +34,11 @@ struct ExecutorOptions {
   uint64_t Seed = 0;
   /// Run the plan's GPU devices on the host CPU when the machine lacks them.
   bool SoftPlacement = false;
+  /// Capture each program's GPU work as CUDA graphs on its second run and
+  /// replay them afterwards. Work that cannot be captured (host transfers,
+  /// waits on other devices, collectives) still runs eagerly between the
+  /// graphs; notes() says how much was captured.
+  bool CudaGraph = false;
 };
 
 /// Where the data pipeline writes one input of a program.

@@ -1,0 +1,691 @@
+//===- Conv.cu - Matrix products, convolutions and pooling on GPUs --------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// MatMul through cuBLAS (row-major products as column-major ones with the
+// operands swapped). Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter
+// on NHWC images and HWIO filters: cuDNN for float32 with symmetric padding
+// (filters transposed to cuDNN's KRSC layout, i.e. OHWI, per run, and the
+// filter gradient back; FMA math, no TF32, deterministic algorithms), own
+// direct kernels otherwise (float64, TensorFlow's asymmetric SAME padding,
+// builds without cuDNN). MaxPool and MaxPoolGrad are own kernels with the
+// CPU's tie rule (the first maximum of a window in row-major order gets the
+// gradient), which cuDNN does not promise.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaCommon.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+using namespace mdrt;
+using namespace mdrt::cuda;
+
+namespace {
+
+#define GRID_STRIDE(I, N)                                                      \
+  for (int64_t I = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; I < (N);    \
+       I += int64_t(blockDim.x) * gridDim.x)
+
+template <template <typename> class KT, typename... Args>
+KernelOr makeFloat(const KernelInfo &I, DType T, Args... A) {
+  if (T == DType::Float32) {
+    auto K = std::make_unique<KT<float>>(A...);
+    MDRT_RETURN_IF_ERROR(K->bind());
+    MDRT_RETURN_IF_ERROR(K->init(I));
+    return std::unique_ptr<Kernel>(std::move(K));
+  }
+  if (T == DType::Float64) {
+    auto K = std::make_unique<KT<double>>(A...);
+    MDRT_RETURN_IF_ERROR(K->bind());
+    MDRT_RETURN_IF_ERROR(K->init(I));
+    return std::unique_ptr<Kernel>(std::move(K));
+  }
+  return typeError(I, T);
+}
+
+//===----------------------------------------------------------------------===//
+// MatMul
+//===----------------------------------------------------------------------===//
+
+template <typename T> class MatMulKernel : public CudaKernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 2, 1));
+    const TensorDesc &A = I.Inputs[0], &B = I.Inputs[1];
+    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {0, 1}, {0}, A.Type));
+    if (A.rank() != 2 || B.rank() != 2)
+      return Status::error("MatMul needs rank-2 inputs, got " + A.str() +
+                           " and " + B.str());
+    TA = I.Attrs.getBool("transpose_a");
+    TB = I.Attrs.getBool("transpose_b");
+    M = TA ? A.Shape[1] : A.Shape[0];
+    K = TA ? A.Shape[0] : A.Shape[1];
+    int64_t KB = TB ? B.Shape[1] : B.Shape[0];
+    N = TB ? B.Shape[0] : B.Shape[1];
+    if (K != KB)
+      return Status::error("inner dimensions do not match: " + A.str() +
+                           (TA ? "^T" : "") + " x " + B.str() +
+                           (TB ? "^T" : ""));
+    if (I.Outputs[0].Shape != std::vector<int64_t>{M, N})
+      return Status::error("output " + I.Outputs[0].str() + " should be [" +
+                           std::to_string(M) + "," + std::to_string(N) + "]");
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+      return Status::error("MatMul dimensions beyond 2^31 are not supported "
+                           "on GPUs");
+    return Status::ok();
+  }
+
+  void run(const ExecContext &C) override {
+    if (!M || !N)
+      return;
+    T *Y = static_cast<T *>(C.Out[0]);
+    if (!K) {
+      cudaError_t E =
+          cudaMemsetAsync(Y, 0, size_t(M * N) * sizeof(T), Ctx->Stream);
+      if (E != cudaSuccess)
+        Ctx->fail(cudaStatus(E, "cudaMemsetAsync"));
+      return;
+    }
+    // Row-major Y[M,N] = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T.
+    const T *A = static_cast<const T *>(C.In[0]);
+    const T *B = static_cast<const T *>(C.In[1]);
+    cublasOperation_t OB = TB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t OA = TA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int LdB = int(TB ? K : N), LdA = int(TA ? M : K);
+    const T One = 1, Zero = 0;
+    cublasStatus_t S;
+    if constexpr (std::is_same<T, float>::value)
+      S = cublasSgemm(Ctx->Blas, OB, OA, int(N), int(M), int(K), &One, B, LdB,
+                      A, LdA, &Zero, Y, int(N));
+    else
+      S = cublasDgemm(Ctx->Blas, OB, OA, int(N), int(M), int(K), &One, B, LdB,
+                      A, LdA, &Zero, Y, int(N));
+    if (S != CUBLAS_STATUS_SUCCESS)
+      Ctx->fail(cublasError(S, "cublasgemm"));
+  }
+
+private:
+  int64_t M = 0, N = 0, K = 0;
+  bool TA = false, TB = false;
+};
+
+//===----------------------------------------------------------------------===//
+// Window geometry (as lib/cpu pads: TensorFlow's SAME / VALID)
+//===----------------------------------------------------------------------===//
+
+struct Geometry {
+  int64_t N = 0, H = 0, W = 0, C = 0, KH = 1, KW = 1, OH = 0, OW = 0, Co = 0;
+  int64_t SH = 1, SW = 1, PT = 0, PL = 0, PB = 0, PR = 0;
+};
+
+Status windowGeometry(const KernelInfo &I, const std::vector<int64_t> &X,
+                      int64_t KH, int64_t KW, const char *DefaultPadding,
+                      Geometry &G) {
+  if (X.size() != 4)
+    return Status::error("expected an NHWC tensor, got " + cpu::shapeStr(X));
+  std::vector<int64_t> S = I.Attrs.has("strides") ? I.Attrs.getInts("strides")
+                                                  : std::vector<int64_t>{1, 1};
+  if (S.size() != 2 || S[0] < 1 || S[1] < 1)
+    return Status::error("'strides' must be two positive integers, got " +
+                         cpu::shapeStr(S));
+  if (KH < 1 || KW < 1)
+    return Status::error("window must be positive, got " +
+                         cpu::shapeStr({KH, KW}));
+  std::string Pad = I.Attrs.getString("padding", DefaultPadding);
+  if (Pad != "SAME" && Pad != "VALID")
+    return Status::error("padding must be SAME or VALID, got '" + Pad + "'");
+  bool Same = Pad == "SAME";
+  auto Dim = [&](int64_t In, int64_t K, int64_t Stride, int64_t &Out,
+                 int64_t &Before, int64_t &After) {
+    if (Same) {
+      Out = (In + Stride - 1) / Stride;
+      int64_t Total = std::max<int64_t>((Out - 1) * Stride + K - In, 0);
+      Before = Total / 2;
+      After = Total - Before;
+    } else {
+      Out = In < K ? 0 : (In - K) / Stride + 1;
+      Before = After = 0;
+    }
+  };
+  G.N = X[0];
+  G.H = X[1];
+  G.W = X[2];
+  G.C = X[3];
+  G.KH = KH;
+  G.KW = KW;
+  G.SH = S[0];
+  G.SW = S[1];
+  Dim(G.H, KH, G.SH, G.OH, G.PT, G.PB);
+  Dim(G.W, KW, G.SW, G.OW, G.PL, G.PR);
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolutions
+//===----------------------------------------------------------------------===//
+
+enum class ConvMode { Forward, BackwardData, BackwardFilter };
+
+/// y[n,oh,ow,co] = sum x[n,ih,iw,ci] f[kh,kw,ci,co].
+template <typename T>
+__global__ void convForwardKernel(Geometry G, const T *X, const T *F, T *Y) {
+  using A = std::conditional_t<std::is_same<T, float>::value, float, double>;
+  GRID_STRIDE(I, G.N * G.OH * G.OW * G.Co) {
+    int64_t Co = I % G.Co, R = I / G.Co;
+    int64_t Ow = R % G.OW;
+    R /= G.OW;
+    int64_t Oh = R % G.OH, Img = R / G.OH;
+    A Acc = 0;
+    for (int64_t Kh = 0; Kh < G.KH; ++Kh) {
+      int64_t Ih = Oh * G.SH - G.PT + Kh;
+      if (Ih < 0 || Ih >= G.H)
+        continue;
+      for (int64_t Kw = 0; Kw < G.KW; ++Kw) {
+        int64_t Iw = Ow * G.SW - G.PL + Kw;
+        if (Iw < 0 || Iw >= G.W)
+          continue;
+        const T *XP = X + ((Img * G.H + Ih) * G.W + Iw) * G.C;
+        const T *FP = F + (Kh * G.KW + Kw) * G.C * G.Co + Co;
+        for (int64_t Ci = 0; Ci < G.C; ++Ci)
+          Acc += A(XP[Ci]) * A(FP[Ci * G.Co]);
+      }
+    }
+    Y[I] = T(Acc);
+  }
+}
+
+/// dx[n,ih,iw,ci] = sum over the windows containing it of dy f.
+template <typename T>
+__global__ void convBackwardDataKernel(Geometry G, const T *F, const T *DY,
+                                       T *DX) {
+  GRID_STRIDE(I, G.N * G.H * G.W * G.C) {
+    int64_t Ci = I % G.C, R = I / G.C;
+    int64_t Iw = R % G.W;
+    R /= G.W;
+    int64_t Ih = R % G.H, Img = R / G.H;
+    T Acc = 0;
+    for (int64_t Kh = 0; Kh < G.KH; ++Kh) {
+      int64_t Th = Ih + G.PT - Kh;
+      if (Th < 0 || Th % G.SH)
+        continue;
+      int64_t Oh = Th / G.SH;
+      if (Oh >= G.OH)
+        continue;
+      for (int64_t Kw = 0; Kw < G.KW; ++Kw) {
+        int64_t Tw = Iw + G.PL - Kw;
+        if (Tw < 0 || Tw % G.SW)
+          continue;
+        int64_t Ow = Tw / G.SW;
+        if (Ow >= G.OW)
+          continue;
+        const T *DP = DY + ((Img * G.OH + Oh) * G.OW + Ow) * G.Co;
+        const T *FP = F + ((Kh * G.KW + Kw) * G.C + Ci) * G.Co;
+        for (int64_t Co = 0; Co < G.Co; ++Co)
+          Acc += DP[Co] * FP[Co];
+      }
+    }
+    DX[I] = Acc;
+  }
+}
+
+/// df[kh,kw,ci,co] = sum over images and output pixels of x dy (one block
+/// per filter element).
+template <typename T>
+__global__ void convBackwardFilterKernel(Geometry G, const T *X, const T *DY,
+                                         T *DF) {
+  __shared__ T Shared[256];
+  for (int64_t I = blockIdx.x; I < G.KH * G.KW * G.C * G.Co; I += gridDim.x) {
+    int64_t Co = I % G.Co, R = I / G.Co;
+    int64_t Ci = R % G.C;
+    R /= G.C;
+    int64_t Kw = R % G.KW, Kh = R / G.KW;
+    T Acc = 0;
+    for (int64_t P = threadIdx.x; P < G.N * G.OH * G.OW; P += blockDim.x) {
+      int64_t Ow = P % G.OW, Q = P / G.OW;
+      int64_t Oh = Q % G.OH, Img = Q / G.OH;
+      int64_t Ih = Oh * G.SH - G.PT + Kh, Iw = Ow * G.SW - G.PL + Kw;
+      if (Ih < 0 || Ih >= G.H || Iw < 0 || Iw >= G.W)
+        continue;
+      Acc += X[((Img * G.H + Ih) * G.W + Iw) * G.C + Ci] * DY[P * G.Co + Co];
+    }
+    Shared[threadIdx.x] = Acc;
+    __syncthreads();
+    for (int S = 128; S > 0; S /= 2) {
+      if (int(threadIdx.x) < S)
+        Shared[threadIdx.x] += Shared[threadIdx.x + S];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0)
+      DF[I] = Shared[0];
+    __syncthreads();
+  }
+}
+
+/// HWIO [KH*KW, Ci, Co] <-> OHWI [Co, KH*KW, Ci].
+template <typename T>
+__global__ void hwioToOhwi(const T *In, T *Out, int64_t KHW, int64_t Ci,
+                           int64_t Co) {
+  GRID_STRIDE(I, KHW * Ci * Co) {
+    int64_t O = I % Co, R = I / Co;
+    int64_t C = R % Ci, P = R / Ci;
+    Out[(O * KHW + P) * Ci + C] = In[I];
+  }
+}
+template <typename T>
+__global__ void ohwiToHwio(const T *In, T *Out, int64_t KHW, int64_t Ci,
+                           int64_t Co) {
+  GRID_STRIDE(I, KHW * Ci * Co) {
+    int64_t O = I % Co, R = I / Co;
+    int64_t C = R % Ci, P = R / Ci;
+    Out[I] = In[(O * KHW + P) * Ci + C];
+  }
+}
+
+template <typename T> class ConvKernel : public CudaKernel {
+public:
+  explicit ConvKernel(ConvMode Mode) : Mode(Mode) {}
+  ~ConvKernel() override {
+#ifdef MDRT_HAVE_CUDNN
+    if (XDesc)
+      cudnnDestroyTensorDescriptor(XDesc);
+    if (YDesc)
+      cudnnDestroyTensorDescriptor(YDesc);
+    if (FDesc)
+      cudnnDestroyFilterDescriptor(FDesc);
+    if (CDesc)
+      cudnnDestroyConvolutionDescriptor(CDesc);
+#endif
+  }
+
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 2, 1));
+    DType Ty = I.Outputs[0].Type;
+    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {0, 1}, {0}, Ty));
+    std::vector<int64_t> X, F, Y;
+    switch (Mode) {
+    case ConvMode::Forward:
+      X = I.Inputs[0].Shape;
+      F = I.Inputs[1].Shape;
+      Y = I.Outputs[0].Shape;
+      break;
+    case ConvMode::BackwardData:
+      F = I.Inputs[0].Shape;
+      Y = I.Inputs[1].Shape;
+      X = I.Outputs[0].Shape;
+      if (I.Attrs.has("input_shape") && I.Attrs.getInts("input_shape") != X)
+        return Status::error("output " + I.Outputs[0].str() +
+                             " does not have the 'input_shape' " +
+                             cpu::shapeStr(I.Attrs.getInts("input_shape")));
+      break;
+    case ConvMode::BackwardFilter:
+      X = I.Inputs[0].Shape;
+      Y = I.Inputs[1].Shape;
+      F = I.Outputs[0].Shape;
+      if (I.Attrs.has("filter_shape") && I.Attrs.getInts("filter_shape") != F)
+        return Status::error("output " + I.Outputs[0].str() +
+                             " does not have the 'filter_shape' " +
+                             cpu::shapeStr(I.Attrs.getInts("filter_shape")));
+      break;
+    }
+    if (F.size() != 4)
+      return Status::error("filter must be HWIO, got " + cpu::shapeStr(F));
+    MDRT_RETURN_IF_ERROR(windowGeometry(I, X, F[0], F[1], "SAME", G));
+    if (F[2] != X[3])
+      return Status::error("input " + cpu::shapeStr(X) +
+                           " does not match the filter " + cpu::shapeStr(F));
+    G.Co = F[3];
+    if (Y != std::vector<int64_t>{G.N, G.OH, G.OW, G.Co})
+      return Status::error("output of the convolution of " + cpu::shapeStr(X) +
+                           " by " + cpu::shapeStr(F) + " should be " +
+                           cpu::shapeStr({G.N, G.OH, G.OW, G.Co}) + ", got " +
+                           cpu::shapeStr(Y));
+    OutBytes = I.Outputs[0].bytes();
+    Degenerate = !G.N || !G.H || !G.W || !G.C || !G.Co || !G.OH || !G.OW;
+#ifdef MDRT_HAVE_CUDNN
+    if (!Degenerate && std::is_same<T, float>::value && G.PT == G.PB &&
+        G.PL == G.PR && !std::getenv("MDRT_CUDA_NO_CUDNN"))
+      return initCudnn();
+#endif
+    return Status::ok();
+  }
+
+  void run(const ExecContext &C) override {
+    cudaStream_t S = Ctx->Stream;
+    if (Degenerate) {
+      if (OutBytes) {
+        cudaError_t E = cudaMemsetAsync(C.Out[0], 0, OutBytes, S);
+        if (E != cudaSuccess)
+          Ctx->fail(cudaStatus(E, "cudaMemsetAsync"));
+      }
+      return;
+    }
+#ifdef MDRT_HAVE_CUDNN
+    if (UseCudnn) {
+      runCudnn(C);
+      return;
+    }
+#endif
+    const T *A = static_cast<const T *>(C.In[0]);
+    const T *B = static_cast<const T *>(C.In[1]);
+    T *Y = static_cast<T *>(C.Out[0]);
+    switch (Mode) {
+    case ConvMode::Forward:
+      convForwardKernel<T>
+          <<<gridFor(G.N * G.OH * G.OW * G.Co), 256, 0, S>>>(G, A, B, Y);
+      break;
+    case ConvMode::BackwardData:
+      convBackwardDataKernel<T>
+          <<<gridFor(G.N * G.H * G.W * G.C), 256, 0, S>>>(G, A, B, Y);
+      break;
+    case ConvMode::BackwardFilter:
+      convBackwardFilterKernel<T>
+          <<<unsigned(std::min<int64_t>(G.KH * G.KW * G.C * G.Co, 65535)), 256,
+             0, S>>>(G, A, B, Y);
+      break;
+    }
+    Ctx->checkLaunch("a convolution");
+  }
+
+private:
+#ifdef MDRT_HAVE_CUDNN
+  Status initCudnn() {
+    auto Try = [](cudnnStatus_t E, const char *What) {
+      return E == CUDNN_STATUS_SUCCESS ? Status::ok() : cudnnError(E, What);
+    };
+    const cudnnDataType_t DT = CUDNN_DATA_FLOAT;
+    MDRT_RETURN_IF_ERROR(Try(cudnnCreateTensorDescriptor(&XDesc), "create"));
+    MDRT_RETURN_IF_ERROR(Try(cudnnCreateTensorDescriptor(&YDesc), "create"));
+    MDRT_RETURN_IF_ERROR(Try(cudnnCreateFilterDescriptor(&FDesc), "create"));
+    MDRT_RETURN_IF_ERROR(
+        Try(cudnnCreateConvolutionDescriptor(&CDesc), "create"));
+    MDRT_RETURN_IF_ERROR(
+        Try(cudnnSetTensor4dDescriptor(XDesc, CUDNN_TENSOR_NHWC, DT, int(G.N),
+                                       int(G.C), int(G.H), int(G.W)),
+            "cudnnSetTensor4dDescriptor"));
+    MDRT_RETURN_IF_ERROR(
+        Try(cudnnSetTensor4dDescriptor(YDesc, CUDNN_TENSOR_NHWC, DT, int(G.N),
+                                       int(G.Co), int(G.OH), int(G.OW)),
+            "cudnnSetTensor4dDescriptor"));
+    // NHWC filters are KRSC: [Co, KH, KW, Ci].
+    MDRT_RETURN_IF_ERROR(
+        Try(cudnnSetFilter4dDescriptor(FDesc, DT, CUDNN_TENSOR_NHWC, int(G.Co),
+                                       int(G.C), int(G.KH), int(G.KW)),
+            "cudnnSetFilter4dDescriptor"));
+    // Cross-correlation, as TensorFlow's Conv2D.
+    MDRT_RETURN_IF_ERROR(Try(cudnnSetConvolution2dDescriptor(
+                                 CDesc, int(G.PT), int(G.PL), int(G.SH),
+                                 int(G.SW), 1, 1, CUDNN_CROSS_CORRELATION, DT),
+                             "cudnnSetConvolution2dDescriptor"));
+    // Full float32 arithmetic (no TF32), as on the CPU.
+    MDRT_RETURN_IF_ERROR(Try(cudnnSetConvolutionMathType(CDesc, CUDNN_FMA_MATH),
+                             "cudnnSetConvolutionMathType"));
+    cudnnHandle_t H = Ctx->Dnn;
+    constexpr int MaxAlgos = 16;
+    constexpr size_t MaxWorkspace = size_t(256) << 20;
+    int Got = 0;
+    size_t Work = 0;
+    bool Found = false;
+    // The heuristics' ranking, first deterministic FMA algorithm that fits.
+    auto Pick = [&](auto *Perf, auto &Algo) {
+      for (int K = 0; K < Got && !Found; ++K)
+        if (Perf[K].status == CUDNN_STATUS_SUCCESS &&
+            Perf[K].determinism == CUDNN_DETERMINISTIC &&
+            Perf[K].mathType != CUDNN_TENSOR_OP_MATH &&
+            Perf[K].memory <= MaxWorkspace) {
+          Algo = Perf[K].algo;
+          Work = Perf[K].memory;
+          Found = true;
+        }
+    };
+    switch (Mode) {
+    case ConvMode::Forward: {
+      cudnnConvolutionFwdAlgoPerf_t Perf[MaxAlgos];
+      MDRT_RETURN_IF_ERROR(
+          Try(cudnnGetConvolutionForwardAlgorithm_v7(
+                  H, XDesc, FDesc, CDesc, YDesc, MaxAlgos, &Got, Perf),
+              "cudnnGetConvolutionForwardAlgorithm_v7"));
+      Pick(Perf, FwdAlgo);
+      break;
+    }
+    case ConvMode::BackwardData: {
+      cudnnConvolutionBwdDataAlgoPerf_t Perf[MaxAlgos];
+      MDRT_RETURN_IF_ERROR(
+          Try(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                  H, FDesc, YDesc, CDesc, XDesc, MaxAlgos, &Got, Perf),
+              "cudnnGetConvolutionBackwardDataAlgorithm_v7"));
+      Pick(Perf, DataAlgo);
+      break;
+    }
+    case ConvMode::BackwardFilter: {
+      cudnnConvolutionBwdFilterAlgoPerf_t Perf[MaxAlgos];
+      MDRT_RETURN_IF_ERROR(
+          Try(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                  H, XDesc, YDesc, CDesc, FDesc, MaxAlgos, &Got, Perf),
+              "cudnnGetConvolutionBackwardFilterAlgorithm_v7"));
+      Pick(Perf, FilterAlgo);
+      break;
+    }
+    }
+    if (!Found)
+      return Status::ok(); // The own kernels then.
+    MDRT_RETURN_IF_ERROR(Workspace.allocate(Work));
+    MDRT_RETURN_IF_ERROR(
+        Filter.allocate(size_t(G.KH * G.KW * G.C * G.Co) * sizeof(T)));
+    UseCudnn = true;
+    return Status::ok();
+  }
+
+  void runCudnn(const ExecContext &C) {
+    cudaStream_t S = Ctx->Stream;
+    const float One = 1, Zero = 0;
+    int64_t KHW = G.KH * G.KW, NF = KHW * G.C * G.Co;
+    T *Ohwi = static_cast<T *>(Filter.get());
+    cudnnStatus_t E = CUDNN_STATUS_SUCCESS;
+    switch (Mode) {
+    case ConvMode::Forward:
+      hwioToOhwi<T><<<gridFor(NF), 256, 0, S>>>(static_cast<const T *>(C.In[1]),
+                                                Ohwi, KHW, G.C, G.Co);
+      E = cudnnConvolutionForward(Ctx->Dnn, &One, XDesc, C.In[0], FDesc, Ohwi,
+                                  CDesc, FwdAlgo, Workspace.get(),
+                                  Workspace.size(), &Zero, YDesc, C.Out[0]);
+      break;
+    case ConvMode::BackwardData:
+      hwioToOhwi<T><<<gridFor(NF), 256, 0, S>>>(static_cast<const T *>(C.In[0]),
+                                                Ohwi, KHW, G.C, G.Co);
+      E = cudnnConvolutionBackwardData(
+          Ctx->Dnn, &One, FDesc, Ohwi, YDesc, C.In[1], CDesc, DataAlgo,
+          Workspace.get(), Workspace.size(), &Zero, XDesc, C.Out[0]);
+      break;
+    case ConvMode::BackwardFilter:
+      E = cudnnConvolutionBackwardFilter(
+          Ctx->Dnn, &One, XDesc, C.In[0], YDesc, C.In[1], CDesc, FilterAlgo,
+          Workspace.get(), Workspace.size(), &Zero, FDesc, Ohwi);
+      ohwiToHwio<T><<<gridFor(NF), 256, 0, S>>>(
+          Ohwi, static_cast<T *>(C.Out[0]), KHW, G.C, G.Co);
+      break;
+    }
+    if (E != CUDNN_STATUS_SUCCESS)
+      Ctx->fail(cudnnError(E, "a convolution"));
+    Ctx->checkLaunch("a filter transpose");
+  }
+
+  bool UseCudnn = false;
+  cudnnTensorDescriptor_t XDesc = nullptr, YDesc = nullptr;
+  cudnnFilterDescriptor_t FDesc = nullptr;
+  cudnnConvolutionDescriptor_t CDesc = nullptr;
+  cudnnConvolutionFwdAlgo_t FwdAlgo{};
+  cudnnConvolutionBwdDataAlgo_t DataAlgo{};
+  cudnnConvolutionBwdFilterAlgo_t FilterAlgo{};
+  DeviceBuffer Workspace, Filter;
+#endif
+
+  ConvMode Mode;
+  Geometry G;
+  size_t OutBytes = 0;
+  bool Degenerate = false;
+};
+
+template <ConvMode Mode> KernelOr createConv(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error(I.Op + " takes 2 inputs, got 0");
+  return makeFloat<ConvKernel>(
+      I, I.Outputs.empty() ? I.Inputs[0].Type : I.Outputs[0].Type, Mode);
+}
+
+//===----------------------------------------------------------------------===//
+// Max pooling
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void maxPoolKernel(Geometry G, const T *X, T *Y) {
+  GRID_STRIDE(I, G.N * G.OH * G.OW * G.C) {
+    int64_t Cc = I % G.C, R = I / G.C;
+    int64_t Ow = R % G.OW;
+    R /= G.OW;
+    int64_t Oh = R % G.OH, Img = R / G.OH;
+    T Best = T(-__longlong_as_double(0x7ff0000000000000ll));
+    for (int64_t Kh = 0; Kh < G.KH; ++Kh) {
+      int64_t Ih = Oh * G.SH - G.PT + Kh;
+      if (Ih < 0 || Ih >= G.H)
+        continue;
+      for (int64_t Kw = 0; Kw < G.KW; ++Kw) {
+        int64_t Iw = Ow * G.SW - G.PL + Kw;
+        if (Iw < 0 || Iw >= G.W)
+          continue;
+        T V = X[((Img * G.H + Ih) * G.W + Iw) * G.C + Cc];
+        Best = V > Best ? V : Best;
+      }
+    }
+    Y[I] = Best;
+  }
+}
+
+/// The input pixel (Ih * W + Iw) holding the first maximum of window
+/// (Oh, Ow) in channel Cc, or -1 for a window of padding only.
+template <typename T>
+__device__ int64_t windowArgMax(const Geometry &G, const T *XImg, int64_t Oh,
+                                int64_t Ow, int64_t Cc) {
+  int64_t Arg = -1;
+  T Best = T(0);
+  for (int64_t Kh = 0; Kh < G.KH; ++Kh) {
+    int64_t Ih = Oh * G.SH - G.PT + Kh;
+    if (Ih < 0 || Ih >= G.H)
+      continue;
+    for (int64_t Kw = 0; Kw < G.KW; ++Kw) {
+      int64_t Iw = Ow * G.SW - G.PL + Kw;
+      if (Iw < 0 || Iw >= G.W)
+        continue;
+      T V = XImg[(Ih * G.W + Iw) * G.C + Cc];
+      if (Arg < 0 || V > Best) {
+        Best = V;
+        Arg = Ih * G.W + Iw;
+      }
+    }
+  }
+  return Arg;
+}
+
+/// dx[pixel] = sum of dy over the windows whose first maximum is the pixel,
+/// added in window order (as the CPU scatters them).
+template <typename T>
+__global__ void maxPoolGradKernel(Geometry G, const T *X, const T *DY, T *DX) {
+  GRID_STRIDE(I, G.N * G.H * G.W * G.C) {
+    int64_t Cc = I % G.C, R = I / G.C;
+    int64_t Iw = R % G.W;
+    R /= G.W;
+    int64_t Ih = R % G.H, Img = R / G.H;
+    const T *XImg = X + Img * G.H * G.W * G.C;
+    const int64_t Pix = Ih * G.W + Iw;
+    // Windows containing (Ih, Iw): Oh*SH - PT <= Ih <= Oh*SH - PT + KH - 1.
+    int64_t OhLo = Ih + G.PT - G.KH + 1, OwLo = Iw + G.PL - G.KW + 1;
+    OhLo = OhLo <= 0 ? 0 : (OhLo + G.SH - 1) / G.SH;
+    OwLo = OwLo <= 0 ? 0 : (OwLo + G.SW - 1) / G.SW;
+    int64_t OhHi = (Ih + G.PT) / G.SH, OwHi = (Iw + G.PL) / G.SW;
+    T Acc = 0;
+    for (int64_t Oh = OhLo; Oh <= OhHi && Oh < G.OH; ++Oh)
+      for (int64_t Ow = OwLo; Ow <= OwHi && Ow < G.OW; ++Ow)
+        if (windowArgMax(G, XImg, Oh, Ow, Cc) == Pix)
+          Acc += DY[((Img * G.OH + Oh) * G.OW + Ow) * G.C + Cc];
+    DX[I] = Acc;
+  }
+}
+
+template <typename T> class MaxPoolKernel : public CudaKernel {
+public:
+  explicit MaxPoolKernel(bool Grad) : Grad(Grad) {}
+  Status init(const KernelInfo &I) {
+    unsigned NumIn = Grad ? 3 : 1;
+    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, NumIn, NumIn, 1));
+    std::vector<unsigned> Ins = {0};
+    if (Grad)
+      Ins = {0, 1, 2};
+    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, Ins, {0}, I.Inputs[0].Type));
+    std::vector<int64_t> K = I.Attrs.getInts("ksize");
+    if (K.size() != 2)
+      return Status::error("'ksize' must be two positive integers, got " +
+                           cpu::shapeStr(K));
+    MDRT_RETURN_IF_ERROR(
+        windowGeometry(I, I.Inputs[0].Shape, K[0], K[1], "VALID", G));
+    const std::vector<int64_t> &Y =
+        Grad ? I.Inputs[2].Shape : I.Outputs[0].Shape;
+    if (Y != std::vector<int64_t>{G.N, G.OH, G.OW, G.C})
+      return Status::error("pooling " + cpu::shapeStr(I.Inputs[0].Shape) +
+                           " gives " + cpu::shapeStr({G.N, G.OH, G.OW, G.C}) +
+                           ", got " + cpu::shapeStr(Y));
+    if (Grad && (I.Inputs[1].Shape != I.Inputs[2].Shape ||
+                 I.Outputs[0].Shape != I.Inputs[0].Shape))
+      return Status::error("MaxPoolGrad shapes do not match: input " +
+                           I.Inputs[0].str() + ", output " + I.Inputs[1].str() +
+                           ", dy " + I.Inputs[2].str() + ", dx " +
+                           I.Outputs[0].str());
+    return Status::ok();
+  }
+  void run(const ExecContext &C) override {
+    if (!G.N || !G.C || !G.H || !G.W)
+      return;
+    cudaStream_t S = Ctx->Stream;
+    const T *X = static_cast<const T *>(C.In[0]);
+    T *Y = static_cast<T *>(C.Out[0]);
+    if (Grad)
+      maxPoolGradKernel<T><<<gridFor(G.N * G.H * G.W * G.C), 256, 0, S>>>(
+          G, X, static_cast<const T *>(C.In[2]), Y);
+    else if (G.OH && G.OW)
+      maxPoolKernel<T>
+          <<<gridFor(G.N * G.OH * G.OW * G.C), 256, 0, S>>>(G, X, Y);
+    Ctx->checkLaunch("MaxPool");
+  }
+
+private:
+  bool Grad;
+  Geometry G;
+};
+
+KernelOr createMatMul(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error("MatMul takes 2 inputs, got 0");
+  return makeFloat<MatMulKernel>(I, I.Inputs[0].Type);
+}
+
+template <bool Grad> KernelOr createMaxPool(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error(I.Op + " takes " + (Grad ? "3" : "1") +
+                         " inputs, got 0");
+  return makeFloat<MaxPoolKernel>(I, I.Inputs[0].Type, Grad);
+}
+
+} // namespace
+
+void cuda::registerConvKernels(KernelRegistry &R) {
+  const DeviceKind GPU = DeviceKind::GPU;
+  R.add(GPU, "MatMul", createMatMul);
+  R.add(GPU, "Conv2D", createConv<ConvMode::Forward>);
+  R.add(GPU, "Conv2DBackpropInput", createConv<ConvMode::BackwardData>);
+  R.add(GPU, "Conv2DBackpropFilter", createConv<ConvMode::BackwardFilter>);
+  R.add(GPU, "MaxPool", createMaxPool<false>);
+  R.add(GPU, "MaxPoolGrad", createMaxPool<true>);
+}

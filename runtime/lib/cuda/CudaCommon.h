@@ -1,0 +1,189 @@
+//===- CudaCommon.h - Shared by the CUDA backend ----------------*- C++ -*-===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Private to lib/cuda. A Context is what the kernels of one GPU device
+// share: the device's stream, its cuBLAS and cuDNN handles (bound to that
+// stream), the step counter Dropout reads, and the first error of an
+// asynchronous operation (reported by Device::synchronize). Kernels are
+// created while their device is current (cuda::activate) and keep its
+// Context.
+//
+// The argument checks are the CPU kernels' (lib/cpu/CpuKernels.cpp),
+// declared here again so that nvcc never sees CpuCommon.h (OpenMP,
+// oneDNN, target_clones).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MDRT_LIB_CUDA_CUDACOMMON_H
+#define MDRT_LIB_CUDA_CUDACOMMON_H
+
+#include "mdrt/Kernel.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#ifdef MDRT_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+namespace mdrt {
+namespace cpu {
+Status checkArity(const KernelInfo &I, size_t MinIn, size_t MaxIn,
+                  size_t NumOut);
+Status checkTypes(const KernelInfo &I, const std::vector<unsigned> &Inputs,
+                  const std::vector<unsigned> &Outputs, DType T);
+Status checkElements(const KernelInfo &I, const TensorDesc &D, int64_t N,
+                     const char *What);
+Status reductionAxes(const std::vector<int64_t> &Axes, size_t Rank,
+                     std::vector<bool> &Reduced);
+std::string shapeStr(const std::vector<int64_t> &S);
+} // namespace cpu
+
+namespace cuda {
+
+using KernelOr = StatusOr<std::unique_ptr<Kernel>>;
+
+/// "cuda <What>: <error string>" for a failed CUDA runtime call.
+Status cudaStatus(cudaError_t E, const char *What);
+Status cublasError(cublasStatus_t E, const char *What);
+#ifdef MDRT_HAVE_CUDNN
+Status cudnnError(cudnnStatus_t E, const char *What);
+#endif
+
+#define MDRT_CUDA_TRY(Call)                                                    \
+  do {                                                                         \
+    cudaError_t _E = (Call);                                                   \
+    if (_E != cudaSuccess)                                                     \
+      return ::mdrt::cuda::cudaStatus(_E, #Call);                              \
+  } while (false)
+
+/// What the kernels of one GPU device share.
+struct Context {
+  int Ordinal = 0;
+  std::string Name;
+  cudaStream_t Stream = nullptr;
+  cublasHandle_t Blas = nullptr;
+  /// cuBLAS's workspace, given explicitly so that graph capture never
+  /// makes cuBLAS allocate.
+  void *BlasWorkspace = nullptr;
+#ifdef MDRT_HAVE_CUDNN
+  cudnnHandle_t Dnn = nullptr;
+#endif
+  /// The step (device memory) and its pinned host source.
+  uint64_t *DevStep = nullptr;
+  uint64_t *HostStep = nullptr;
+
+  /// Records the first failure of an asynchronous operation.
+  void fail(const Status &S) {
+    std::lock_guard<std::mutex> L(M);
+    if (!Failed && !S.isOk()) {
+      Failed = true;
+      Message = S.message();
+    }
+  }
+  /// Records a failed launch (cudaGetLastError after a kernel launch).
+  void checkLaunch(const char *What) {
+    cudaError_t E = cudaGetLastError();
+    if (E != cudaSuccess)
+      fail(cudaStatus(E, What));
+  }
+  /// The first recorded error.
+  Status error() {
+    std::lock_guard<std::mutex> L(M);
+    return Failed ? Status::error(Message) : Status::ok();
+  }
+  /// The first recorded error (and clears it).
+  Status takeError() {
+    std::lock_guard<std::mutex> L(M);
+    bool Was = Failed;
+    Failed = false;
+    return Was ? Status::error(std::move(Message)) : Status::ok();
+  }
+
+private:
+  std::mutex M;
+  bool Failed = false;
+  std::string Message;
+};
+
+/// The Context of the device made current on this thread by activate(), or
+/// null.
+Context *currentContext();
+
+/// Device memory owned by a kernel (freed with it).
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  Status allocate(size_t Bytes);
+  void *get() const { return P; }
+  size_t size() const { return Size; }
+
+private:
+  void *P = nullptr;
+  size_t Size = 0;
+};
+
+/// Base of the GPU kernels: the Context they were created for.
+class CudaKernel : public Kernel {
+public:
+  Status bind() {
+    Ctx = currentContext();
+    if (!Ctx)
+      return Status::error("no GPU is current while creating the kernel");
+    return Status::ok();
+  }
+
+protected:
+  Context *Ctx = nullptr;
+};
+
+/// Wraps a kernel object as a factory result after binding it to the
+/// current device.
+template <typename K> KernelOr finish(std::unique_ptr<K> P) {
+  MDRT_RETURN_IF_ERROR(P->bind());
+  return std::unique_ptr<Kernel>(std::move(P));
+}
+
+inline bool isFloatType(DType T) {
+  return T == DType::Float32 || T == DType::Float64;
+}
+inline bool isIntType(DType T) {
+  return T == DType::Int32 || T == DType::Int64;
+}
+Status typeError(const KernelInfo &I, DType T);
+
+/// Launch geometry of a grid-stride loop over \p N items.
+inline unsigned gridFor(int64_t N, unsigned Block = 256) {
+  int64_t G = (N + Block - 1) / Block;
+  if (G < 1)
+    G = 1;
+  if (G > 65535 * 8)
+    G = 65535 * 8;
+  return unsigned(G);
+}
+
+/// Dst[i] = sum of Srcs[p][i] over p, added in order (the same-GPU
+/// collective); float32 or float64.
+void launchSumInto(void *Dst, const void *A, const void *B, int64_t N, DType T,
+                   cudaStream_t S);
+
+void registerElementwiseKernels(KernelRegistry &R);
+void registerReduceKernels(KernelRegistry &R);
+void registerConvKernels(KernelRegistry &R);
+
+} // namespace cuda
+} // namespace mdrt
+
+#endif // MDRT_LIB_CUDA_CUDACOMMON_H

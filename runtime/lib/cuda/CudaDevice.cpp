@@ -1,0 +1,623 @@
+//===- CudaDevice.cpp - GPU devices, CUDA graphs and NCCL collectives -----===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A CudaDevice is one plan device on one GPU: one non-blocking stream, its
+// arena and persistent region from cudaMalloc, events for the plan's
+// cross-device waits, cuBLAS / cuDNN handles bound to the stream. Copies
+// that the Device interface makes synchronous are asynchronous copies on
+// the stream followed by a stream synchronization, so they are ordered
+// after the kernels already submitted.
+//
+// Errors of asynchronous operations (launches, copies, NCCL calls) are
+// recorded in the device's Context and returned by the next synchronize().
+//
+// Collectives: NCCL over distinct GPUs (one communicator per GPU from
+// ncclCommInitAll; every participant's host thread enqueues its all-reduces
+// between ncclGroupStart and ncclGroupEnd on its own stream), and a
+// device-side sum when several plan devices share one GPU (NCCL refuses two
+// ranks on one GPU). Anything else falls back to the host collective.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaCommon.h"
+
+#include "mdrt/Cuda.h"
+#include "mdrt/Device.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <set>
+
+#ifdef MDRT_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+using namespace mdrt;
+using namespace mdrt::cuda;
+
+//===----------------------------------------------------------------------===//
+// Errors and helpers
+//===----------------------------------------------------------------------===//
+
+Status cuda::cudaStatus(cudaError_t E, const char *What) {
+  // The call's text is "cudaFoo(args)": keep the function name.
+  std::string Call = What;
+  size_t Paren = Call.find('(');
+  if (Paren != std::string::npos)
+    Call.resize(Paren);
+  return Status::error("cuda error in " + Call + ": " + cudaGetErrorString(E) +
+                       " (" + cudaGetErrorName(E) + ")");
+}
+
+Status cuda::cublasError(cublasStatus_t E, const char *What) {
+  return Status::error(std::string("cublas error in ") + What + ": " +
+                       cublasGetStatusString(E));
+}
+
+#ifdef MDRT_HAVE_CUDNN
+Status cuda::cudnnError(cudnnStatus_t E, const char *What) {
+  return Status::error(std::string("cudnn error in ") + What + ": " +
+                       cudnnGetErrorString(E));
+}
+#endif
+
+Status cuda::typeError(const KernelInfo &I, DType T) {
+  return Status::error("no GPU kernel for " + I.Op + " on element type " +
+                       dtypeName(T));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (P)
+    cudaFree(P);
+}
+
+Status DeviceBuffer::allocate(size_t Bytes) {
+  if (P && Size >= Bytes)
+    return Status::ok();
+  if (P)
+    cudaFree(P);
+  P = nullptr;
+  Size = 0;
+  if (!Bytes)
+    return Status::ok();
+  MDRT_CUDA_TRY(cudaMalloc(&P, Bytes));
+  Size = Bytes;
+  return Status::ok();
+}
+
+namespace {
+
+thread_local Context *Current = nullptr;
+
+constexpr size_t BlasWorkspaceBytes = size_t(32) << 20;
+
+//===----------------------------------------------------------------------===//
+// CudaDevice
+//===----------------------------------------------------------------------===//
+
+class CudaDevice : public Device {
+public:
+  CudaDevice(std::string Name, int Ordinal) : Device(Name, 1) {
+    Ctx.Ordinal = Ordinal;
+    Ctx.Name = std::move(Name);
+  }
+  ~CudaDevice() override {
+    // Nothing can be reported from here; the run's result was already
+    // taken from synchronize().
+    if (cudaSetDevice(Ctx.Ordinal) != cudaSuccess)
+      return;
+    if (Ctx.Stream)
+      cudaStreamSynchronize(Ctx.Stream);
+    for (cudaEvent_t E : Events)
+      cudaEventDestroy(E);
+#ifdef MDRT_HAVE_CUDNN
+    if (Ctx.Dnn)
+      cudnnDestroy(Ctx.Dnn);
+#endif
+    if (Ctx.Blas)
+      cublasDestroy(Ctx.Blas);
+    cudaFree(Ctx.BlasWorkspace);
+    cudaFree(Ctx.DevStep);
+    cudaFreeHost(Ctx.HostStep);
+    cudaFree(Arena);
+    cudaFree(Persistent);
+    if (Ctx.Stream)
+      cudaStreamDestroy(Ctx.Stream);
+  }
+
+  Status init() {
+    MDRT_CUDA_TRY(cudaSetDevice(Ctx.Ordinal));
+    MDRT_CUDA_TRY(
+        cudaStreamCreateWithFlags(&Ctx.Stream, cudaStreamNonBlocking));
+    cublasStatus_t B = cublasCreate(&Ctx.Blas);
+    if (B != CUBLAS_STATUS_SUCCESS)
+      return cublasError(B, "cublasCreate");
+    if ((B = cublasSetStream(Ctx.Blas, Ctx.Stream)) != CUBLAS_STATUS_SUCCESS)
+      return cublasError(B, "cublasSetStream");
+    MDRT_CUDA_TRY(cudaMalloc(&Ctx.BlasWorkspace, BlasWorkspaceBytes));
+    if ((B = cublasSetWorkspace(Ctx.Blas, Ctx.BlasWorkspace,
+                                BlasWorkspaceBytes)) != CUBLAS_STATUS_SUCCESS)
+      return cublasError(B, "cublasSetWorkspace");
+    // Full float32 products, as on the CPU (no TF32).
+    if ((B = cublasSetMathMode(Ctx.Blas, CUBLAS_DEFAULT_MATH)) !=
+        CUBLAS_STATUS_SUCCESS)
+      return cublasError(B, "cublasSetMathMode");
+#ifdef MDRT_HAVE_CUDNN
+    cudnnStatus_t D = cudnnCreate(&Ctx.Dnn);
+    if (D != CUDNN_STATUS_SUCCESS)
+      return cudnnError(D, "cudnnCreate");
+    if ((D = cudnnSetStream(Ctx.Dnn, Ctx.Stream)) != CUDNN_STATUS_SUCCESS)
+      return cudnnError(D, "cudnnSetStream");
+#endif
+    MDRT_CUDA_TRY(
+        cudaMalloc(reinterpret_cast<void **>(&Ctx.DevStep), sizeof(uint64_t)));
+    MDRT_CUDA_TRY(cudaMemset(Ctx.DevStep, 0, sizeof(uint64_t)));
+    MDRT_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void **>(&Ctx.HostStep),
+                                sizeof(uint64_t), cudaHostAllocDefault));
+    *Ctx.HostStep = 0;
+    return Status::ok();
+  }
+
+  DeviceKind kind() const override { return DeviceKind::GPU; }
+  Context &context() { return Ctx; }
+  int ordinal() const { return Ctx.Ordinal; }
+
+  Status allocate(uint64_t ArenaBytes, uint64_t PersistentBytes) override {
+    MDRT_CUDA_TRY(cudaSetDevice(Ctx.Ordinal));
+    auto Alloc = [&](uint64_t Bytes, uint8_t *&Out) -> Status {
+      size_t Size = (std::max<uint64_t>(Bytes, 256) + 255) & ~uint64_t(255);
+      void *P = nullptr;
+      cudaError_t E = cudaMalloc(&P, Size);
+      if (E != cudaSuccess)
+        return Status::error("cannot allocate " + std::to_string(Bytes) +
+                             " bytes on " + Name + ": " +
+                             cudaGetErrorString(E));
+      Out = static_cast<uint8_t *>(P);
+      // Zeroed like the CPU device's memory.
+      MDRT_CUDA_TRY(cudaMemset(P, 0, Size));
+      return Status::ok();
+    };
+    MDRT_RETURN_IF_ERROR(Alloc(ArenaBytes, Arena));
+    return Alloc(PersistentBytes, Persistent);
+  }
+
+  void copyFromHost(void *Dst, const void *Src, size_t Bytes) override {
+    if (!Bytes)
+      return;
+    check(cudaSetDevice(Ctx.Ordinal), "cudaSetDevice");
+    check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyHostToDevice, Ctx.Stream),
+          "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(Ctx.Stream), "cudaStreamSynchronize");
+  }
+  void copyToHost(void *Dst, const void *Src, size_t Bytes) override {
+    if (!Bytes)
+      return;
+    check(cudaSetDevice(Ctx.Ordinal), "cudaSetDevice");
+    check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyDeviceToHost, Ctx.Stream),
+          "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(Ctx.Stream), "cudaStreamSynchronize");
+  }
+  void copyFrom(Device &From, int FromEvent, void *Dst, const void *Src,
+                size_t Bytes) override {
+    if (!Bytes)
+      return;
+    if (From.kind() != DeviceKind::GPU) {
+      // Host memory, ready: the executor waited for the sender.
+      check(
+          cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyHostToDevice, Ctx.Stream),
+          "cudaMemcpyAsync");
+      return;
+    }
+    auto &F = static_cast<CudaDevice &>(From);
+    if (FromEvent >= 0 && size_t(FromEvent) < F.Events.size())
+      check(cudaStreamWaitEvent(Ctx.Stream, F.Events[size_t(FromEvent)], 0),
+            "cudaStreamWaitEvent");
+    if (F.ordinal() == Ctx.Ordinal)
+      check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyDeviceToDevice,
+                            Ctx.Stream),
+            "cudaMemcpyAsync");
+    else
+      check(cudaMemcpyPeerAsync(Dst, Ctx.Ordinal, Src, F.ordinal(), Bytes,
+                                Ctx.Stream),
+            "cudaMemcpyPeerAsync");
+  }
+
+  void recordEvent(int Id) override {
+    if (Id >= 0 && size_t(Id) < Events.size())
+      check(cudaEventRecord(Events[size_t(Id)], Ctx.Stream), "cudaEventRecord");
+  }
+  void waitEvent(Device &Other, int Id) override {
+    if (Other.kind() != DeviceKind::GPU || &Other == this)
+      return; // Host devices: the executor's host-side wait is enough.
+    auto &O = static_cast<CudaDevice &>(Other);
+    if (Id >= 0 && size_t(Id) < O.Events.size())
+      check(cudaStreamWaitEvent(Ctx.Stream, O.Events[size_t(Id)], 0),
+            "cudaStreamWaitEvent");
+  }
+  Status createEvents(int Count) override {
+    MDRT_CUDA_TRY(cudaSetDevice(Ctx.Ordinal));
+    while (Events.size() < size_t(std::max(Count, 0))) {
+      cudaEvent_t E;
+      MDRT_CUDA_TRY(cudaEventCreateWithFlags(&E, cudaEventDisableTiming));
+      Events.push_back(E);
+    }
+    return Status::ok();
+  }
+
+  void *stream() const override { return Ctx.Stream; }
+
+  Status synchronize() override {
+    // The error stays: a failed device fails every later step too.
+    Status S = Ctx.error();
+    cudaError_t E = cudaStreamSynchronize(Ctx.Stream);
+    if (!S.isOk())
+      return S.withContext(Name);
+    if (E != cudaSuccess)
+      return cudaStatus(E, "cudaStreamSynchronize").withContext(Name);
+    return Status::ok();
+  }
+
+  void check(cudaError_t E, const char *What) {
+    if (E != cudaSuccess)
+      Ctx.fail(cudaStatus(E, What));
+  }
+
+private:
+  Context Ctx;
+  std::vector<cudaEvent_t> Events;
+};
+
+CudaDevice *asCuda(Device &D) {
+  return D.kind() == DeviceKind::GPU ? static_cast<CudaDevice *>(&D) : nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// CUDA graphs
+//===----------------------------------------------------------------------===//
+
+class CudaGraph : public cuda::Graph {
+public:
+  CudaGraph(CudaDevice &D, cudaGraph_t G, cudaGraphExec_t E)
+      : D(D), G(G), E(E) {}
+  ~CudaGraph() override {
+    cudaGraphExecDestroy(E);
+    cudaGraphDestroy(G);
+  }
+  Status launch() override {
+    MDRT_CUDA_TRY(cudaGraphLaunch(E, D.context().Stream));
+    return Status::ok();
+  }
+
+private:
+  CudaDevice &D;
+  cudaGraph_t G;
+  cudaGraphExec_t E;
+};
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// Meeting point of the participants of one collective: the last to arrive
+/// runs Fn, the others wait for it.
+class Rendezvous {
+public:
+  explicit Rendezvous(unsigned N) : N(N) {}
+  template <typename F> void meet(F &&Last) {
+    std::unique_lock<std::mutex> L(M);
+    uint64_t MyRound = Round;
+    if (++Arrived < N) {
+      CV.wait(L, [&] { return Round != MyRound; });
+      return;
+    }
+    Last();
+    Arrived = 0;
+    ++Round;
+    CV.notify_all();
+  }
+
+private:
+  unsigned N;
+  std::mutex M;
+  std::condition_variable CV;
+  unsigned Arrived = 0;
+  uint64_t Round = 0;
+};
+
+/// Several plan devices on one GPU: the last participant to arrive waits
+/// for everyone's stream, sums the inputs in participant order into a
+/// scratch buffer on its stream and copies the sum to every output; the
+/// others' streams wait for that.
+class SameGpuCollective : public CollectiveGroup {
+public:
+  explicit SameGpuCollective(std::vector<CudaDevice *> Devs)
+      : Devs(std::move(Devs)), Meet(unsigned(this->Devs.size())),
+        In(this->Devs.size()), Out(this->Devs.size()),
+        Arrive(this->Devs.size(), nullptr) {}
+  ~SameGpuCollective() override {
+    for (cudaEvent_t E : Arrive)
+      if (E)
+        cudaEventDestroy(E);
+    if (Done)
+      cudaEventDestroy(Done);
+  }
+
+  Status init() {
+    MDRT_CUDA_TRY(cudaSetDevice(Devs[0]->ordinal()));
+    for (cudaEvent_t &E : Arrive)
+      MDRT_CUDA_TRY(cudaEventCreateWithFlags(&E, cudaEventDisableTiming));
+    MDRT_CUDA_TRY(cudaEventCreateWithFlags(&Done, cudaEventDisableTiming));
+    return Status::ok();
+  }
+
+  void allReduce(unsigned P, Device &Dev, const std::vector<const void *> &Ins,
+                 const std::vector<void *> &Outs,
+                 const std::vector<TensorDesc> &Types) override {
+    CudaDevice &Me = *Devs[P];
+    Me.check(cudaEventRecord(Arrive[P], Me.context().Stream),
+             "cudaEventRecord");
+    In[P] = Ins;
+    Out[P] = Outs;
+    Meet.meet([&] { reduce(Me, Types); });
+    // Everyone (the reducer too, harmlessly) waits for the sums.
+    Me.check(cudaStreamWaitEvent(Me.context().Stream, Done, 0),
+             "cudaStreamWaitEvent");
+  }
+
+private:
+  void reduce(CudaDevice &Me, const std::vector<TensorDesc> &Types) {
+    cudaStream_t S = Me.context().Stream;
+    for (cudaEvent_t E : Arrive)
+      Me.check(cudaStreamWaitEvent(S, E, 0), "cudaStreamWaitEvent");
+    size_t Max = 0;
+    for (const TensorDesc &T : Types)
+      Max = std::max(Max, T.bytes());
+    Status A = Scratch.allocate(Max);
+    if (!A.isOk()) {
+      Me.context().fail(A);
+      return;
+    }
+    size_t N = Devs.size();
+    for (size_t I = 0; I < Types.size(); ++I) {
+      size_t Bytes = Types[I].bytes();
+      int64_t Count = Types[I].numElements();
+      if (!Bytes)
+        continue;
+      Me.check(cudaMemcpyAsync(Scratch.get(), In[0][I], Bytes,
+                               cudaMemcpyDeviceToDevice, S),
+               "cudaMemcpyAsync");
+      for (size_t Q = 1; Q < N; ++Q)
+        launchSumInto(Scratch.get(), Scratch.get(), In[Q][I], Count,
+                      Types[I].Type, S);
+      Me.context().checkLaunch("the collective's sum");
+      for (size_t Q = 0; Q < N; ++Q)
+        Me.check(cudaMemcpyAsync(Out[Q][I], Scratch.get(), Bytes,
+                                 cudaMemcpyDeviceToDevice, S),
+                 "cudaMemcpyAsync");
+    }
+    Me.check(cudaEventRecord(Done, S), "cudaEventRecord");
+  }
+
+  std::vector<CudaDevice *> Devs;
+  Rendezvous Meet;
+  std::vector<std::vector<const void *>> In;
+  std::vector<std::vector<void *>> Out;
+  std::vector<cudaEvent_t> Arrive;
+  cudaEvent_t Done = nullptr;
+  DeviceBuffer Scratch;
+};
+
+#ifdef MDRT_HAVE_NCCL
+/// One NCCL communicator per GPU of the group; participant P drives rank P
+/// from its own host thread.
+class NcclCollective : public CollectiveGroup {
+public:
+  explicit NcclCollective(std::vector<CudaDevice *> Devs)
+      : Devs(std::move(Devs)), Comms(this->Devs.size(), nullptr) {}
+  ~NcclCollective() override {
+    for (ncclComm_t C : Comms)
+      if (C)
+        ncclCommDestroy(C);
+  }
+
+  Status init() {
+    std::vector<int> Ordinals;
+    for (CudaDevice *D : Devs)
+      Ordinals.push_back(D->ordinal());
+    ncclResult_t R =
+        ncclCommInitAll(Comms.data(), int(Comms.size()), Ordinals.data());
+    if (R != ncclSuccess)
+      return Status::error(std::string("nccl error in ncclCommInitAll: ") +
+                           ncclGetErrorString(R));
+    return Status::ok();
+  }
+
+  void allReduce(unsigned P, Device &Dev, const std::vector<const void *> &In,
+                 const std::vector<void *> &Out,
+                 const std::vector<TensorDesc> &Types) override {
+    Context &C = Devs[P]->context();
+    auto Check = [&](ncclResult_t R, const char *What) {
+      if (R != ncclSuccess)
+        C.fail(Status::error(std::string("nccl error in ") + What + ": " +
+                             ncclGetErrorString(R)));
+      return R == ncclSuccess;
+    };
+    if (!Check(ncclGroupStart(), "ncclGroupStart"))
+      return;
+    for (size_t I = 0; I < Types.size(); ++I) {
+      ncclDataType_t T =
+          Types[I].Type == DType::Float64 ? ncclFloat64 : ncclFloat32;
+      Check(ncclAllReduce(In[I], Out[I], size_t(Types[I].numElements()), T,
+                          ncclSum, Comms[P], C.Stream),
+            "ncclAllReduce");
+    }
+    Check(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+private:
+  std::vector<CudaDevice *> Devs;
+  std::vector<ncclComm_t> Comms;
+};
+#endif
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+StatusOr<std::unique_ptr<Device>>
+mdrt::createCudaDevice(const std::string &Name, int Ordinal) {
+  auto D = std::make_unique<CudaDevice>(Name, Ordinal);
+  Status S = D->init();
+  if (!S.isOk())
+    return S.withContext("creating " + Name + " on GPU " +
+                         std::to_string(Ordinal));
+  return std::unique_ptr<Device>(std::move(D));
+}
+
+int mdrt::cudaDeviceCount() {
+  int N = 0;
+  // No driver, no GPU, or a driver too old: the plan's GPUs are missing.
+  if (cudaGetDeviceCount(&N) != cudaSuccess) {
+    cudaGetLastError(); // Clears the error.
+    return 0;
+  }
+  return N;
+}
+
+std::unique_ptr<CollectiveGroup>
+mdrt::createNcclCollective(const std::vector<Device *> &Devices) {
+  std::vector<CudaDevice *> Devs;
+  std::set<int> Ordinals;
+  for (Device *D : Devices) {
+    CudaDevice *C = asCuda(*D);
+    if (!C)
+      return nullptr;
+    Devs.push_back(C);
+    Ordinals.insert(C->ordinal());
+  }
+  if (Devs.empty())
+    return nullptr;
+  if (Ordinals.size() == 1) {
+    auto G = std::make_unique<SameGpuCollective>(Devs);
+    if (!G->init().isOk())
+      return nullptr;
+    return G;
+  }
+#ifdef MDRT_HAVE_NCCL
+  if (Ordinals.size() == Devs.size()) {
+    auto G = std::make_unique<NcclCollective>(Devs);
+    Status S = G->init();
+    if (S.isOk())
+      return G;
+    fprintf(stderr, "note: %s; all-reduces go through the host\n",
+            S.message().c_str());
+  }
+#endif
+  // Some GPUs shared and some not, or no NCCL: the host collective.
+  return nullptr;
+}
+
+cuda::Graph::~Graph() = default;
+
+Context *cuda::currentContext() { return Current; }
+
+Status cuda::activate(Device &D) {
+  CudaDevice *C = asCuda(D);
+  if (!C)
+    return Status::ok();
+  MDRT_CUDA_TRY(cudaSetDevice(C->ordinal()));
+  Current = &C->context();
+  return Status::ok();
+}
+
+Status cuda::setStep(Device &D, uint64_t Step) {
+  CudaDevice *C = asCuda(D);
+  if (!C)
+    return Status::ok();
+  Context &Ctx = C->context();
+  // The previous step's copy finished: the executor synchronizes every
+  // device at the end of a step.
+  *Ctx.HostStep = Step;
+  MDRT_CUDA_TRY(cudaMemcpyAsync(Ctx.DevStep, Ctx.HostStep, sizeof(uint64_t),
+                                cudaMemcpyHostToDevice, Ctx.Stream));
+  return Status::ok();
+}
+
+void *cuda::allocPinned(size_t Bytes) {
+  void *P = nullptr;
+  if (cudaHostAlloc(&P, std::max<size_t>(Bytes, 1), cudaHostAllocPortable) !=
+      cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return P;
+}
+
+void cuda::freePinned(void *P) {
+  if (P)
+    cudaFreeHost(P);
+}
+
+void cuda::copyFromHostAsync(Device &D, void *Dst, const void *Src,
+                             size_t Bytes) {
+  CudaDevice *C = asCuda(D);
+  if (!C) {
+    D.copyFromHost(Dst, Src, Bytes);
+    return;
+  }
+  if (!Bytes)
+    return;
+  C->check(cudaSetDevice(C->ordinal()), "cudaSetDevice");
+  C->check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyHostToDevice,
+                           C->context().Stream),
+           "cudaMemcpyAsync");
+}
+
+Status cuda::beginCapture(Device &D) {
+  CudaDevice *C = asCuda(D);
+  if (!C)
+    return Status::error("device " + D.name() + " is not a GPU");
+  MDRT_CUDA_TRY(cudaStreamBeginCapture(C->context().Stream,
+                                       cudaStreamCaptureModeThreadLocal));
+  return Status::ok();
+}
+
+StatusOr<std::unique_ptr<cuda::Graph>> cuda::endCapture(Device &D) {
+  CudaDevice *C = asCuda(D);
+  if (!C)
+    return Status::error("device " + D.name() + " is not a GPU");
+  cudaGraph_t G = nullptr;
+  cudaError_t E = cudaStreamEndCapture(C->context().Stream, &G);
+  // Errors recorded while capturing (an operation that cannot be captured
+  // invalidates the capture).
+  Status Pending = C->context().takeError();
+  if (E != cudaSuccess) {
+    cudaGetLastError();
+    if (G)
+      cudaGraphDestroy(G);
+    return Pending.isOk() ? cudaStatus(E, "cudaStreamEndCapture") : Pending;
+  }
+  if (!Pending.isOk()) {
+    cudaGraphDestroy(G);
+    return Pending;
+  }
+  cudaGraphExec_t X = nullptr;
+  E = cudaGraphInstantiate(&X, G, 0);
+  if (E != cudaSuccess) {
+    cudaGraphDestroy(G);
+    return cudaStatus(E, "cudaGraphInstantiate");
+  }
+  return std::unique_ptr<cuda::Graph>(std::make_unique<CudaGraph>(*C, G, X));
+}
+
+void mdrt::registerCudaKernels(KernelRegistry &R) {
+  registerElementwiseKernels(R);
+  registerReduceKernels(R);
+  registerConvKernels(R);
+}

@@ -1,0 +1,1164 @@
+//===- Elementwise.cu - Elementwise, loss and update kernels on GPUs ------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The GPU versions of lib/cpu/{Elementwise,Plumbing,Loss,Optimizer}.cpp:
+// broadcasting binary ops, BiasAdd, BroadcastGrad, AddN, the unary math and
+// activations with their gradients, Softmax(Grad), Dropout (the same
+// counter-based draws as the CPU), Identity / Reshape / BatchSlice / Cast,
+// the losses and Accuracy, and the state updates. Same formulas, element
+// types and rounding points as the CPU kernels (docs/Ops.md); sums over
+// rows run in double like theirs, in a different order.
+//
+// The step that Dropout and the Apply ops see is read on the device (the
+// Context's step counter, the global-step buffer), so a captured CUDA graph
+// stays valid from step to step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaCommon.h"
+
+#include "mdrt/Random.h"
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+using namespace mdrt;
+using namespace mdrt::cuda;
+
+namespace {
+
+template <typename T> using Unsigned = std::make_unsigned_t<T>;
+
+#define GRID_STRIDE(I, N)                                                      \
+  for (int64_t I = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; I < (N);    \
+       I += int64_t(blockDim.x) * gridDim.x)
+
+template <typename T> __device__ inline T dExp(T X) {
+  if constexpr (std::is_same<T, float>::value)
+    return expf(X);
+  else
+    return ::exp(X);
+}
+template <typename T> __device__ inline T dTanh(T X) {
+  if constexpr (std::is_same<T, float>::value)
+    return tanhf(X);
+  else
+    return ::tanh(X);
+}
+template <typename T> __device__ inline T dSqrt(T X) {
+  if constexpr (std::is_same<T, float>::value)
+    return sqrtf(X);
+  else
+    return ::sqrt(X);
+}
+
+template <typename T> __device__ inline T dNan() {
+  if constexpr (std::is_same<T, float>::value)
+    return __int_as_float(0x7fc00000);
+  else
+    return __longlong_as_double(0x7ff8000000000000ll);
+}
+
+/// Calls Fn((E *)nullptr) for the C++ type of \p T.
+/// Integer types only when !FloatOnly (so that float-only functors are
+/// never instantiated for them).
+template <bool FloatOnly, typename F> KernelOr dispatch(DType T, F &&Fn) {
+  switch (T) {
+  case DType::Float32:
+    return Fn((float *)nullptr);
+  case DType::Float64:
+    return Fn((double *)nullptr);
+  case DType::Int32:
+    if constexpr (!FloatOnly)
+      return Fn((int32_t *)nullptr);
+    break;
+  case DType::Int64:
+    if constexpr (!FloatOnly)
+      return Fn((int64_t *)nullptr);
+    break;
+  default:
+    break;
+  }
+  return Status::error(std::string("unsupported element type ") + dtypeName(T));
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcasting binary ops
+//===----------------------------------------------------------------------===//
+
+constexpr int MaxRank = 8;
+
+/// Collapsed output dimensions (outermost first) and the inputs' element
+/// strides along them (0: broadcast), as lib/cpu plans them.
+struct Bcast {
+  int R = 1;
+  int64_t Dims[MaxRank] = {1}, SA[MaxRank] = {0}, SB[MaxRank] = {0};
+  int64_t N = 0;
+  /// BroadcastGrad: B is this constant.
+  double ConstB = 0;
+};
+
+Status broadcastStrides(const std::vector<int64_t> &Out,
+                        const std::vector<int64_t> &In,
+                        std::vector<int64_t> &Strides) {
+  size_t R = Out.size();
+  if (In.size() > R)
+    return Status::error("cannot broadcast " + cpu::shapeStr(In) + " to " +
+                         cpu::shapeStr(Out));
+  Strides.assign(R, 0);
+  int64_t S = 1;
+  for (size_t K = R; K-- > 0;) {
+    size_t J = K + In.size();
+    if (J < R)
+      continue;
+    int64_t D = In[J - R];
+    if (D != Out[K] && D != 1)
+      return Status::error("cannot broadcast " + cpu::shapeStr(In) + " to " +
+                           cpu::shapeStr(Out));
+    Strides[K] = D == 1 ? 0 : S;
+    S *= D;
+  }
+  return Status::ok();
+}
+
+Status planBroadcast(const std::vector<int64_t> &Out,
+                     const std::vector<int64_t> &A,
+                     const std::vector<int64_t> &B, Bcast &P) {
+  std::vector<int64_t> StA, StB;
+  MDRT_RETURN_IF_ERROR(broadcastStrides(Out, A, StA));
+  MDRT_RETURN_IF_ERROR(broadcastStrides(Out, B, StB));
+  P.N = 1;
+  for (int64_t D : Out)
+    P.N *= D;
+  std::vector<int64_t> Dims, SA, SB;
+  for (size_t K = Out.size(); K-- > 0;) {
+    if (Out[K] == 1)
+      continue;
+    if (!Dims.empty() && StA[K] == SA.back() * Dims.back() &&
+        StB[K] == SB.back() * Dims.back()) {
+      Dims.back() *= Out[K];
+      continue;
+    }
+    Dims.push_back(Out[K]);
+    SA.push_back(StA[K]);
+    SB.push_back(StB[K]);
+  }
+  if (Dims.empty()) {
+    Dims.push_back(1);
+    SA.push_back(0);
+    SB.push_back(0);
+  }
+  if (Dims.size() > size_t(MaxRank))
+    return Status::error("broadcast of rank " + std::to_string(Dims.size()) +
+                         " is not supported on GPUs");
+  P.R = int(Dims.size());
+  for (int D = 0; D < P.R; ++D) {
+    P.Dims[D] = Dims[size_t(P.R - 1 - D)];
+    P.SA[D] = SA[size_t(P.R - 1 - D)];
+    P.SB[D] = SB[size_t(P.R - 1 - D)];
+  }
+  return Status::ok();
+}
+
+struct AddF {
+  template <typename T> __device__ T operator()(T A, T B) const {
+    if constexpr (std::is_integral<T>::value)
+      return T(Unsigned<T>(A) + Unsigned<T>(B));
+    else
+      return A + B;
+  }
+};
+struct SubF {
+  template <typename T> __device__ T operator()(T A, T B) const {
+    if constexpr (std::is_integral<T>::value)
+      return T(Unsigned<T>(A) - Unsigned<T>(B));
+    else
+      return A - B;
+  }
+};
+struct MulF {
+  template <typename T> __device__ T operator()(T A, T B) const {
+    if constexpr (std::is_integral<T>::value)
+      return T(Unsigned<T>(A) * Unsigned<T>(B));
+    else
+      return A * B;
+  }
+};
+struct DivF {
+  template <typename T> __device__ T operator()(T A, T B) const {
+    if constexpr (std::is_integral<T>::value) {
+      if (B == 0)
+        return 0;
+      if (B == -1)
+        return T(Unsigned<T>(0) - Unsigned<T>(A));
+      return A / B;
+    } else {
+      return A / B;
+    }
+  }
+};
+
+template <typename T, typename Op, bool ConstB>
+__global__ void binaryKernel(Bcast P, const T *A, const T *B, T *Y) {
+  Op F;
+  const T CB = T(P.ConstB);
+  GRID_STRIDE(I, P.N) {
+    int64_t R = I, OA = 0, OB = 0;
+    for (int D = P.R - 1; D >= 0; --D) {
+      int64_t Q = R % P.Dims[D];
+      R /= P.Dims[D];
+      OA += Q * P.SA[D];
+      OB += Q * P.SB[D];
+    }
+    Y[I] = F(A[OA], ConstB ? CB : B[OB]);
+  }
+}
+
+template <typename T, typename Op, bool ConstB>
+class BinaryKernel : public CudaKernel {
+public:
+  explicit BinaryKernel(const Bcast &P) : P(P) {}
+  void run(const ExecContext &C) override {
+    if (!P.N)
+      return;
+    binaryKernel<T, Op, ConstB><<<gridFor(P.N), 256, 0, Ctx->Stream>>>(
+        P, static_cast<const T *>(C.In[0]),
+        ConstB ? nullptr : static_cast<const T *>(C.In[1]),
+        static_cast<T *>(C.Out[0]));
+    Ctx->checkLaunch("a broadcasting kernel");
+  }
+
+private:
+  Bcast P;
+};
+
+template <typename Op, bool FloatOnly, bool ConstB = false>
+KernelOr makeBinary(const KernelInfo &I, const std::vector<int64_t> &AShape,
+                    const std::vector<int64_t> &BShape, double Const = 0) {
+  Bcast P;
+  MDRT_RETURN_IF_ERROR(planBroadcast(I.Outputs[0].Shape, AShape, BShape, P));
+  P.ConstB = Const;
+  return dispatch<FloatOnly>(I.Outputs[0].Type, [&](auto *Tag) -> KernelOr {
+    using E = std::remove_pointer_t<decltype(Tag)>;
+    return finish(std::make_unique<BinaryKernel<E, Op, ConstB>>(P));
+  });
+}
+
+template <typename Op> KernelOr createBinary(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 2, 1));
+  MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {0, 1}, {0}, I.Inputs[0].Type));
+  return makeBinary<Op, false>(I, I.Inputs[0].Shape, I.Inputs[1].Shape);
+}
+
+KernelOr createBiasAdd(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 2, 1));
+  MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {0, 1}, {0}, I.Inputs[0].Type));
+  const TensorDesc &X = I.Inputs[0], &Bias = I.Inputs[1];
+  if (X.rank() < 1 || Bias.rank() != 1 || Bias.Shape[0] != X.Shape.back())
+    return Status::error("bias " + Bias.str() +
+                         " does not match the last dimension of " + X.str());
+  if (I.Outputs[0].Shape != X.Shape)
+    return Status::error("output " + I.Outputs[0].str() + " differs from " +
+                         X.str());
+  return makeBinary<AddF, true>(I, X.Shape, Bias.Shape);
+}
+
+KernelOr createBroadcastGrad(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 1));
+  MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {0}, {0}, I.Inputs[0].Type));
+  const std::vector<int64_t> &Target = I.Outputs[0].Shape;
+  if (I.Attrs.has("shape") && I.Attrs.getInts("shape") != Target)
+    return Status::error("output " + I.Outputs[0].str() +
+                         " does not have the 'shape' attribute's shape " +
+                         cpu::shapeStr(I.Attrs.getInts("shape")));
+  std::vector<bool> Reduced;
+  MDRT_RETURN_IF_ERROR(
+      cpu::reductionAxes(I.Attrs.getInts("axes"), Target.size(), Reduced));
+  std::vector<int64_t> Kept = Target;
+  int64_t N = 1;
+  for (size_t K = 0; K < Kept.size(); ++K) {
+    if (Reduced[K])
+      Kept[K] = 1;
+    N *= Kept[K];
+  }
+  MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Inputs[0], N, "input"));
+  return makeBinary<MulF, true, true>(I, Kept, {},
+                                      I.Attrs.getFloat("scale", 1.0));
+}
+
+//===----------------------------------------------------------------------===//
+// AddN and the collective's sum
+//===----------------------------------------------------------------------===//
+
+constexpr int AddNChunk = 8;
+template <typename T> struct PtrPack { const T *P[AddNChunk]; };
+
+/// Y = (First ? 0-free start : Y) + X0 + X1 + ... for up to AddNChunk inputs,
+/// in input order.
+template <typename T>
+__global__ void addNKernel(PtrPack<T> X, int Count, bool First, T *Y,
+                           int64_t N) {
+  AddF Add;
+  GRID_STRIDE(I, N) {
+    T Acc = First ? X.P[0][I] : Add(Y[I], X.P[0][I]);
+    for (int K = 1; K < Count; ++K)
+      Acc = Add(Acc, X.P[K][I]);
+    Y[I] = Acc;
+  }
+}
+
+template <typename T> class AddNKernel : public CudaKernel {
+public:
+  AddNKernel(int64_t N, unsigned Count) : N(N), Count(Count) {}
+  void run(const ExecContext &C) override {
+    if (!N)
+      return;
+    T *Y = static_cast<T *>(C.Out[0]);
+    // An input aliasing the output is read before the output is written
+    // only in the first chunk; the executor never aliases AddN inputs
+    // with its output beyond the first.
+    for (unsigned B = 0; B < Count; B += AddNChunk) {
+      PtrPack<T> P{};
+      int K = 0;
+      for (; K < AddNChunk && B + unsigned(K) < Count; ++K)
+        P.P[K] = static_cast<const T *>(C.In[B + unsigned(K)]);
+      addNKernel<T><<<gridFor(N), 256, 0, Ctx->Stream>>>(P, K, B == 0, Y, N);
+    }
+    Ctx->checkLaunch("AddN");
+  }
+
+private:
+  int64_t N;
+  unsigned Count;
+};
+
+KernelOr createAddN(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, size_t(-1), 1));
+  DType T = I.Outputs[0].Type;
+  for (unsigned K = 0; K < I.Inputs.size(); ++K) {
+    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {K}, {}, T));
+    MDRT_RETURN_IF_ERROR(cpu::checkElements(
+        I, I.Inputs[K], I.Outputs[0].numElements(), "input"));
+  }
+  int64_t N = I.Outputs[0].numElements();
+  unsigned Count = unsigned(I.Inputs.size());
+  return dispatch<false>(T, [&](auto *Tag) -> KernelOr {
+    using E = std::remove_pointer_t<decltype(Tag)>;
+    return finish(std::make_unique<AddNKernel<E>>(N, Count));
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Same-shape elementwise ops
+//===----------------------------------------------------------------------===//
+
+struct NegF {
+  template <typename T> __device__ T operator()(T X) const {
+    if constexpr (std::is_integral<T>::value)
+      return T(Unsigned<T>(0) - Unsigned<T>(X));
+    else
+      return -X;
+  }
+};
+struct SquareF {
+  template <typename T> __device__ T operator()(T X) const {
+    if constexpr (std::is_integral<T>::value)
+      return T(Unsigned<T>(X) * Unsigned<T>(X));
+    else
+      return X * X;
+  }
+};
+struct ReluF {
+  template <typename T> __device__ T operator()(T X) const {
+    return X < T(0) ? T(0) : X;
+  }
+};
+struct SigmoidF {
+  template <typename T> __device__ T operator()(T X) const {
+    return T(1) / (T(1) + dExp(-X));
+  }
+};
+struct TanhF {
+  template <typename T> __device__ T operator()(T X) const { return dTanh(X); }
+};
+struct ReluGradF {
+  template <typename T> __device__ T operator()(T DY, T Y) const {
+    return Y > T(0) ? DY : T(0);
+  }
+};
+struct SigmoidGradF {
+  template <typename T> __device__ T operator()(T Y, T DY) const {
+    return DY * Y * (T(1) - Y);
+  }
+};
+struct TanhGradF {
+  template <typename T> __device__ T operator()(T Y, T DY) const {
+    return DY * (T(1) - Y * Y);
+  }
+};
+/// Both losses in double, as on the CPU.
+struct LogLossF {
+  double Eps = 1e-7;
+  template <typename T> __device__ T operator()(T P, T L) const {
+    double PD = P, LD = L;
+    return T(-LD * ::log(PD + Eps) - (1 - LD) * ::log(1 - PD + Eps));
+  }
+};
+struct LogLossGradF {
+  double Eps = 1e-7;
+  template <typename T> __device__ T operator()(T P, T L, T DY) const {
+    double PD = P, LD = L;
+    return T(double(DY) * (-LD / (PD + Eps) + (1 - LD) / (1 - PD + Eps)));
+  }
+};
+
+template <typename T, typename F, int NIn>
+__global__ void zipKernel(F Fn, const T *A, const T *B, const T *C, T *Y,
+                          int64_t N) {
+  GRID_STRIDE(I, N) {
+    if constexpr (NIn == 1)
+      Y[I] = Fn(A[I]);
+    else if constexpr (NIn == 2)
+      Y[I] = Fn(A[I], B[I]);
+    else
+      Y[I] = Fn(A[I], B[I], C[I]);
+  }
+}
+
+template <typename T, typename F, int NIn> class ZipKernel : public CudaKernel {
+public:
+  ZipKernel(F Fn, int64_t N) : Fn(Fn), N(N) {}
+  void run(const ExecContext &C) override {
+    if (!N)
+      return;
+    zipKernel<T, F, NIn><<<gridFor(N), 256, 0, Ctx->Stream>>>(
+        Fn, static_cast<const T *>(C.In[0]),
+        NIn > 1 ? static_cast<const T *>(C.In[1]) : nullptr,
+        NIn > 2 ? static_cast<const T *>(C.In[2]) : nullptr,
+        static_cast<T *>(C.Out[0]), N);
+    Ctx->checkLaunch("an elementwise kernel");
+  }
+
+private:
+  F Fn;
+  int64_t N;
+};
+
+template <typename F, int NIn, bool Floats>
+KernelOr makeZip(const KernelInfo &I, F Fn = F()) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, NIn, NIn, 1));
+  DType T = I.Inputs[0].Type;
+  int64_t N = I.Outputs[0].numElements();
+  for (unsigned K = 0; K < unsigned(NIn); ++K) {
+    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {K}, {}, T));
+    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Inputs[K], N, "input"));
+  }
+  if (I.Outputs[0].Type != T)
+    return typeError(I, I.Outputs[0].Type);
+  return dispatch<Floats>(T, [&](auto *Tag) -> KernelOr {
+    using E = std::remove_pointer_t<decltype(Tag)>;
+    return finish(std::make_unique<ZipKernel<E, F, NIn>>(Fn, N));
+  });
+}
+
+template <typename F, int NIn, bool Floats>
+KernelOr createZip(const KernelInfo &I) {
+  return makeZip<F, NIn, Floats>(I);
+}
+
+KernelOr createLogLoss(const KernelInfo &I) {
+  LogLossF F;
+  F.Eps = I.Attrs.getFloat("epsilon", 1e-7);
+  return makeZip<LogLossF, 2, true>(I, F);
+}
+
+KernelOr createLogLossGrad(const KernelInfo &I) {
+  LogLossGradF F;
+  F.Eps = I.Attrs.getFloat("epsilon", 1e-7);
+  return makeZip<LogLossGradF, 3, true>(I, F);
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels: Softmax, SoftmaxGrad, SparseSoftmaxCrossEntropy (one warp
+// per row)
+//===----------------------------------------------------------------------===//
+
+template <typename T> __device__ inline T warpMax(T V) {
+  for (int O = 16; O > 0; O /= 2) {
+    T W = __shfl_xor_sync(0xffffffffu, V, O);
+    V = W > V ? W : V;
+  }
+  return V;
+}
+__device__ inline double warpSum(double V) {
+  for (int O = 16; O > 0; O /= 2)
+    V += __shfl_xor_sync(0xffffffffu, V, O);
+  return V;
+}
+
+constexpr int RowsPerBlock = 8;
+
+template <typename T>
+__global__ void softmaxKernel(const T *X, T *Y, int64_t Rows, int64_t Cols) {
+  int64_t R = int64_t(blockIdx.x) * RowsPerBlock + threadIdx.x / 32;
+  int Lane = threadIdx.x % 32;
+  if (R >= Rows)
+    return;
+  const T *XR = X + R * Cols;
+  T *YR = Y + R * Cols;
+  T Max = XR[0];
+  for (int64_t J = Lane; J < Cols; J += 32)
+    Max = XR[J] > Max ? XR[J] : Max;
+  Max = warpMax(Max);
+  double Sum = 0;
+  for (int64_t J = Lane; J < Cols; J += 32) {
+    T E = dExp(XR[J] - Max);
+    YR[J] = E;
+    Sum += double(E);
+  }
+  const T S = T(warpSum(Sum));
+  for (int64_t J = Lane; J < Cols; J += 32)
+    YR[J] = YR[J] / S;
+}
+
+template <typename T>
+__global__ void softmaxGradKernel(const T *Y, const T *DY, T *DX, int64_t Rows,
+                                  int64_t Cols) {
+  int64_t R = int64_t(blockIdx.x) * RowsPerBlock + threadIdx.x / 32;
+  int Lane = threadIdx.x % 32;
+  if (R >= Rows)
+    return;
+  const T *YR = Y + R * Cols, *DR = DY + R * Cols;
+  double Dot = 0;
+  for (int64_t J = Lane; J < Cols; J += 32)
+    Dot += double(DR[J]) * double(YR[J]);
+  const T D = T(warpSum(Dot));
+  for (int64_t J = Lane; J < Cols; J += 32)
+    DX[R * Cols + J] = YR[J] * (DR[J] - D);
+}
+
+template <typename T, typename L>
+__global__ void ssceKernel(const T *X, const L *Labels, T *Loss, T *Back,
+                           int64_t Rows, int64_t Cols) {
+  int64_t R = int64_t(blockIdx.x) * RowsPerBlock + threadIdx.x / 32;
+  int Lane = threadIdx.x % 32;
+  if (R >= Rows)
+    return;
+  const T *XR = X + R * Cols;
+  T *BR = Back + R * Cols;
+  int64_t Label = int64_t(Labels[R]);
+  if (Label < 0 || Label >= Cols) {
+    const T Nan = dNan<T>();
+    if (Lane == 0)
+      Loss[R] = Nan;
+    for (int64_t J = Lane; J < Cols; J += 32)
+      BR[J] = Nan;
+    return;
+  }
+  T Max = XR[0];
+  for (int64_t J = Lane; J < Cols; J += 32)
+    Max = XR[J] > Max ? XR[J] : Max;
+  Max = warpMax(Max);
+  double Sum = 0;
+  for (int64_t J = Lane; J < Cols; J += 32) {
+    T E = dExp(XR[J] - Max);
+    BR[J] = E;
+    Sum += double(E);
+  }
+  Sum = warpSum(Sum);
+  if (Lane == 0)
+    Loss[R] = T(::log(Sum) + (double(Max) - double(XR[Label])));
+  const double Inv = 1.0 / Sum;
+  for (int64_t J = Lane; J < Cols; J += 32) {
+    T V = T(double(BR[J]) * Inv);
+    BR[J] = J == Label ? V - T(1) : V;
+  }
+}
+
+inline unsigned rowBlocks(int64_t Rows) {
+  return unsigned((Rows + RowsPerBlock - 1) / RowsPerBlock);
+}
+
+template <typename T> class SoftmaxKernel : public CudaKernel {
+public:
+  SoftmaxKernel(int64_t Rows, int64_t Cols, bool Grad)
+      : Rows(Rows), Cols(Cols), Grad(Grad) {}
+  void run(const ExecContext &C) override {
+    if (!Rows || !Cols)
+      return;
+    if (Grad)
+      softmaxGradKernel<T>
+          <<<rowBlocks(Rows), 32 * RowsPerBlock, 0, Ctx->Stream>>>(
+              static_cast<const T *>(C.In[0]), static_cast<const T *>(C.In[1]),
+              static_cast<T *>(C.Out[0]), Rows, Cols);
+    else
+      softmaxKernel<T><<<rowBlocks(Rows), 32 * RowsPerBlock, 0, Ctx->Stream>>>(
+          static_cast<const T *>(C.In[0]), static_cast<T *>(C.Out[0]), Rows,
+          Cols);
+    Ctx->checkLaunch("Softmax");
+  }
+
+private:
+  int64_t Rows, Cols;
+  bool Grad;
+};
+
+KernelOr createSoftmaxLike(const KernelInfo &I, bool Grad) {
+  unsigned NumIn = Grad ? 2 : 1;
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, NumIn, NumIn, 1));
+  const TensorDesc &X = I.Inputs[0];
+  if (X.rank() < 1)
+    return Status::error(I.Op + " needs rank >= 1, got " + X.str());
+  for (unsigned K = 0; K < NumIn; ++K) {
+    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {K}, {}, X.Type));
+    if (I.Inputs[K].Shape != X.Shape)
+      return Status::error("input " + std::to_string(K) + " " +
+                           I.Inputs[K].str() + " differs from " + X.str());
+  }
+  MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {}, {0}, X.Type));
+  MDRT_RETURN_IF_ERROR(
+      cpu::checkElements(I, I.Outputs[0], X.numElements(), "output"));
+  int64_t Cols = X.Shape.back(), Rows = Cols ? X.numElements() / Cols : 0;
+  return dispatch<true>(X.Type, [&](auto *Tag) -> KernelOr {
+    using E = std::remove_pointer_t<decltype(Tag)>;
+    return finish(std::make_unique<SoftmaxKernel<E>>(Rows, Cols, Grad));
+  });
+}
+
+KernelOr createSoftmax(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error("Softmax takes 1 input, got 0");
+  return createSoftmaxLike(I, false);
+}
+KernelOr createSoftmaxGrad(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error("SoftmaxGrad takes 2 inputs, got 0");
+  return createSoftmaxLike(I, true);
+}
+
+template <typename T, typename L> class SsceKernel : public CudaKernel {
+public:
+  SsceKernel(int64_t N, int64_t C) : N(N), C(C) {}
+  void run(const ExecContext &X) override {
+    if (!N)
+      return;
+    ssceKernel<T, L><<<rowBlocks(N), 32 * RowsPerBlock, 0, Ctx->Stream>>>(
+        static_cast<const T *>(X.In[0]), static_cast<const L *>(X.In[1]),
+        static_cast<T *>(X.Out[0]), static_cast<T *>(X.Out[1]), N, C);
+    Ctx->checkLaunch("SparseSoftmaxCrossEntropy");
+  }
+
+private:
+  int64_t N, C;
+};
+
+KernelOr createSsce(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 2, 2));
+  const TensorDesc &X = I.Inputs[0], &Lab = I.Inputs[1];
+  if (X.rank() != 2 || Lab.rank() != 1 || Lab.Shape[0] != X.Shape[0])
+    return Status::error("logits " + X.str() + " and labels " + Lab.str() +
+                         " do not match");
+  if (!isIntType(Lab.Type))
+    return Status::error("labels must be int32 or int64, got " + Lab.str());
+  MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {}, {0, 1}, X.Type));
+  MDRT_RETURN_IF_ERROR(
+      cpu::checkElements(I, I.Outputs[0], X.Shape[0], "output"));
+  MDRT_RETURN_IF_ERROR(
+      cpu::checkElements(I, I.Outputs[1], X.numElements(), "output"));
+  int64_t N = X.Shape[0], C = X.Shape[1];
+  if (C < 1 && N > 0)
+    return Status::error("logits " + X.str() + " have no classes");
+  bool L64 = Lab.Type == DType::Int64;
+  return dispatch<true>(X.Type, [&](auto *Tag) -> KernelOr {
+    using E = std::remove_pointer_t<decltype(Tag)>;
+    if (L64)
+      return finish(std::make_unique<SsceKernel<E, int64_t>>(N, C));
+    return finish(std::make_unique<SsceKernel<E, int32_t>>(N, C));
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Accuracy
+//===----------------------------------------------------------------------===//
+
+template <typename P, typename L>
+__global__ void accuracyKernel(const P *X, const L *Labels, float *Y, int64_t N,
+                               int64_t C, bool Sparse) {
+  GRID_STRIDE(I, N) {
+    if (Sparse) {
+      const P *XR = X + I * C;
+      int64_t Best = 0;
+      for (int64_t J = 1; J < C; ++J)
+        if (XR[J] > XR[Best])
+          Best = J;
+      Y[I] = C > 0 && Best == int64_t(Labels[I]) ? 1.0f : 0.0f;
+    } else {
+      int64_t Right = 0;
+      for (int64_t J = I * C; J < (I + 1) * C; ++J)
+        Right += (double(X[J]) > 0.5) == (double(Labels[J]) > 0.5);
+      Y[I] = C ? float(double(Right) / double(C)) : 0.0f;
+    }
+  }
+}
+
+template <typename P, typename L> class AccuracyKernel : public CudaKernel {
+public:
+  AccuracyKernel(int64_t N, int64_t C, bool Sparse)
+      : N(N), C(C), Sparse(Sparse) {}
+  void run(const ExecContext &X) override {
+    if (!N)
+      return;
+    accuracyKernel<P, L><<<gridFor(N), 256, 0, Ctx->Stream>>>(
+        static_cast<const P *>(X.In[0]), static_cast<const L *>(X.In[1]),
+        static_cast<float *>(X.Out[0]), N, C, Sparse);
+    Ctx->checkLaunch("Accuracy");
+  }
+
+private:
+  int64_t N, C;
+  bool Sparse;
+};
+
+KernelOr createAccuracy(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 2, 1));
+  const TensorDesc &X = I.Inputs[0], &Lab = I.Inputs[1];
+  if (X.rank() < 1)
+    return Status::error("predictions must have a batch dimension, got " +
+                         X.str());
+  if (I.Outputs[0].Type != DType::Float32)
+    return Status::error("Accuracy output must be float32, got " +
+                         I.Outputs[0].str());
+  int64_t N = X.Shape[0];
+  MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[0], N, "output"));
+  bool Sparse = X.rank() == 2 && Lab.rank() == 1 && isIntType(Lab.Type);
+  int64_t C;
+  if (Sparse) {
+    if (Lab.Shape[0] != N)
+      return Status::error("predictions " + X.str() + " and labels " +
+                           Lab.str() + " have different batch sizes");
+    C = X.Shape[1];
+  } else {
+    if (X.Shape != Lab.Shape)
+      return Status::error("predictions " + X.str() + " and labels " +
+                           Lab.str() + " must have the same shape");
+    C = N ? X.numElements() / N : 0;
+  }
+  // Float predictions; labels of any numeric type.
+  return dispatch<true>(X.Type, [&](auto *PT) -> KernelOr {
+    using PP = std::remove_pointer_t<decltype(PT)>;
+    return dispatch<false>(Lab.Type, [&](auto *LT) -> KernelOr {
+      using LL = std::remove_pointer_t<decltype(LT)>;
+      return finish(std::make_unique<AccuracyKernel<PP, LL>>(N, C, Sparse));
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void dropoutKernel(const T *X, T *Y, T *Mask, uint64_t Seed,
+                              uint64_t Stream, const uint64_t *StepPtr,
+                              float Thr, T Scale, int64_t N) {
+  const uint64_t Step = *StepPtr;
+  GRID_STRIDE(K, N) {
+    float U = uniformRandomFloat(Seed, Stream, Step, uint64_t(K));
+    T M = U >= Thr ? Scale : T(0);
+    Mask[K] = M;
+    Y[K] = X[K] * M;
+  }
+}
+
+template <typename T> class DropoutKernel : public CudaKernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 2));
+    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {0}, {0, 1}, I.Inputs[0].Type));
+    N = I.Inputs[0].numElements();
+    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[0], N, "output"));
+    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[1], N, "output"));
+    double Rate = I.Attrs.getFloat("rate", 0.5);
+    if (!(Rate >= 0 && Rate < 1))
+      return Status::error("dropout rate must be in [0, 1), got " +
+                           std::to_string(Rate));
+    Threshold = float(Rate);
+    if (double(Threshold) < Rate)
+      Threshold =
+          std::nextafter(Threshold, std::numeric_limits<float>::infinity());
+    Scale = T(1.0 / (1.0 - Rate));
+    SeedAttr = uint64_t(I.Attrs.getInt("seed", 0));
+    Stream = I.Index;
+    return Status::ok();
+  }
+  void run(const ExecContext &C) override {
+    if (!N)
+      return;
+    dropoutKernel<T><<<gridFor(N), 256, 0, Ctx->Stream>>>(
+        static_cast<const T *>(C.In[0]), static_cast<T *>(C.Out[0]),
+        static_cast<T *>(C.Out[1]), C.Seed ^ SeedAttr, Stream, Ctx->DevStep,
+        Threshold, Scale, N);
+    Ctx->checkLaunch("Dropout");
+  }
+
+private:
+  int64_t N = 0;
+  float Threshold = 0;
+  T Scale = 1;
+  uint64_t SeedAttr = 0, Stream = 0;
+};
+
+KernelOr createDropout(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error("Dropout takes 1 input, got 0");
+  return dispatch<true>(I.Inputs[0].Type, [&](auto *Tag) -> KernelOr {
+    using E = std::remove_pointer_t<decltype(Tag)>;
+    auto K = std::make_unique<DropoutKernel<E>>();
+    MDRT_RETURN_IF_ERROR(K->init(I));
+    return finish(std::move(K));
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Identity, Reshape, BatchSlice, Cast
+//===----------------------------------------------------------------------===//
+
+class CopyKernel : public CudaKernel {
+public:
+  CopyKernel(size_t Offset, size_t Bytes) : Offset(Offset), Bytes(Bytes) {}
+  void run(const ExecContext &C) override {
+    const char *Src = static_cast<const char *>(C.In[0]) + Offset;
+    char *Dst = static_cast<char *>(C.Out[0]);
+    if (Src == Dst || !Bytes)
+      return;
+    cudaError_t E =
+        cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyDeviceToDevice, Ctx->Stream);
+    if (E != cudaSuccess)
+      Ctx->fail(cudaStatus(E, "cudaMemcpyAsync"));
+  }
+
+private:
+  size_t Offset, Bytes;
+};
+
+KernelOr createCopy(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 1));
+  if (I.Inputs[0].Type != I.Outputs[0].Type)
+    return Status::error("output " + I.Outputs[0].str() +
+                         " differs in element type from input " +
+                         I.Inputs[0].str());
+  MDRT_RETURN_IF_ERROR(
+      cpu::checkElements(I, I.Outputs[0], I.Inputs[0].numElements(), "output"));
+  return finish(std::make_unique<CopyKernel>(0, I.Outputs[0].bytes()));
+}
+
+KernelOr createBatchSlice(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 1));
+  const TensorDesc &X = I.Inputs[0], &Y = I.Outputs[0];
+  if (X.Type != Y.Type || X.rank() == 0 || Y.rank() != X.rank())
+    return Status::error("cannot slice " + X.str() + " into " + Y.str());
+  int64_t Index = I.Attrs.getInt("index"), Count = I.Attrs.getInt("count");
+  int64_t B = X.Shape[0];
+  if (Count < 1 || Index < 0 || Index >= Count)
+    return Status::error("slice " + std::to_string(Index) + " of " +
+                         std::to_string(Count) + " is out of range");
+  int64_t Begin = Index * B / Count, End = (Index + 1) * B / Count;
+  if (Y.Shape[0] != End - Begin)
+    return Status::error("slice " + std::to_string(Index) + " of " +
+                         std::to_string(Count) + " of " + X.str() + " has " +
+                         std::to_string(End - Begin) + " rows, output is " +
+                         Y.str());
+  for (unsigned K = 1; K < X.rank(); ++K)
+    if (X.Shape[K] != Y.Shape[K])
+      return Status::error("cannot slice " + X.str() + " into " + Y.str());
+  size_t RowBytes = B ? X.bytes() / size_t(B) : 0;
+  return finish(
+      std::make_unique<CopyKernel>(size_t(Begin) * RowBytes, Y.bytes()));
+}
+
+template <typename From, typename To>
+__global__ void castKernel(const From *X, To *Y, int64_t N) {
+  GRID_STRIDE(K, N) {
+    if constexpr (std::is_same<To, bool>::value)
+      Y[K] = X[K] != From(0);
+    else
+      Y[K] = static_cast<To>(X[K]);
+  }
+}
+
+template <typename From, typename To> class CastKernel : public CudaKernel {
+public:
+  explicit CastKernel(int64_t N) : N(N) {}
+  void run(const ExecContext &C) override {
+    if (!N)
+      return;
+    castKernel<From, To><<<gridFor(N), 256, 0, Ctx->Stream>>>(
+        static_cast<const From *>(C.In[0]), static_cast<To *>(C.Out[0]), N);
+    Ctx->checkLaunch("Cast");
+  }
+
+private:
+  int64_t N;
+};
+
+template <typename F> KernelOr dispatchAll(DType T, F &&Fn) {
+  if (T == DType::Bool)
+    return Fn((bool *)nullptr);
+  return dispatch<false>(T, Fn);
+}
+
+KernelOr createCast(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 1));
+  DType From = I.Inputs[0].Type, To = I.Outputs[0].Type;
+  int64_t N = I.Inputs[0].numElements();
+  MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[0], N, "output"));
+  if (I.Attrs.has("dtype") && I.Attrs.getType("dtype") != To)
+    return Status::error("output " + I.Outputs[0].str() +
+                         " does not have the 'dtype' attribute's type " +
+                         dtypeName(I.Attrs.getType("dtype")));
+  if (From == To && To != DType::Invalid)
+    return finish(std::make_unique<CopyKernel>(0, I.Outputs[0].bytes()));
+  return dispatchAll(From, [&](auto *FT) -> KernelOr {
+    using FF = std::remove_pointer_t<decltype(FT)>;
+    return dispatchAll(To, [&](auto *TT) -> KernelOr {
+      using TTy = std::remove_pointer_t<decltype(TT)>;
+      return finish(std::make_unique<CastKernel<FF, TTy>>(N));
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// State updates
+//===----------------------------------------------------------------------===//
+
+/// lr * decay_rate ^ floor(step / decay_steps), in double on the device.
+struct LearningRate {
+  double Rate = 0, DecayRate = 1;
+  int64_t DecaySteps = 0;
+  void init(const KernelInfo &I) {
+    Rate = I.Attrs.getFloat("learning_rate", 0);
+    DecaySteps = I.Attrs.getInt("decay_steps", 0);
+    DecayRate = I.Attrs.getFloat("decay_rate", 1.0);
+  }
+  __device__ double at(int64_t Step) const {
+    if (DecaySteps <= 0)
+      return Rate;
+    return Rate * ::pow(DecayRate, double(Step / DecaySteps));
+  }
+};
+
+enum class Update { MovingAverage, GradientDescent, Momentum, Adam };
+
+struct UpdateParams {
+  LearningRate LR;
+  double Decay = 0.999, Momentum = 0.9, Beta1 = 0.9, Beta2 = 0.999, Eps = 1e-8;
+  bool Nesterov = false;
+};
+
+/// In[0] is the variable; the slots follow; then the gradient (or value)
+/// and the int64 step (Apply ops).
+template <typename T, Update U>
+__global__ void updateKernel(UpdateParams P, T *Var, T *S1, T *S2, const T *G,
+                             const int64_t *StepPtr, int64_t N) {
+  // Per-step scalars in double, rounded once to T (as on the CPU).
+  __shared__ T Sc[2];
+  if (threadIdx.x == 0) {
+    if constexpr (U == Update::MovingAverage) {
+      Sc[0] = T(1.0 - P.Decay);
+    } else if constexpr (U == Update::Adam) {
+      int64_t Step = *StepPtr;
+      double Tt = double(Step) + 1.0;
+      Sc[0] = T(P.LR.at(Step) * ::sqrt(1.0 - ::pow(P.Beta2, Tt)) /
+                (1.0 - ::pow(P.Beta1, Tt)));
+    } else {
+      Sc[0] = T(P.LR.at(*StepPtr));
+    }
+  }
+  __syncthreads();
+  const T A = Sc[0];
+  GRID_STRIDE(K, N) {
+    if constexpr (U == Update::MovingAverage) {
+      Var[K] -= (Var[K] - G[K]) * A;
+    } else if constexpr (U == Update::GradientDescent) {
+      Var[K] -= A * G[K];
+    } else if constexpr (U == Update::Momentum) {
+      const T Mo = T(P.Momentum);
+      T Acc = Mo * S1[K] + G[K];
+      S1[K] = Acc;
+      if (P.Nesterov)
+        Var[K] -= A * (G[K] + Mo * Acc);
+      else
+        Var[K] -= A * Acc;
+    } else {
+      const T GK = G[K];
+      const T B1 = T(P.Beta1), C1 = T(1.0 - P.Beta1), B2 = T(P.Beta2),
+              C2 = T(1.0 - P.Beta2), Eps = T(P.Eps);
+      const T M = B1 * S1[K] + C1 * GK;
+      const T V = B2 * S2[K] + C2 * GK * GK;
+      S1[K] = M;
+      S2[K] = V;
+      Var[K] -= A * M / (dSqrt(V) + Eps);
+    }
+  }
+}
+
+template <typename T, Update U> class UpdateKernel : public CudaKernel {
+public:
+  UpdateKernel(const UpdateParams &P, int64_t N) : P(P), N(N) {}
+  void run(const ExecContext &C) override {
+    if (!N)
+      return;
+    constexpr unsigned Slots = U == Update::Adam       ? 2
+                               : U == Update::Momentum ? 1
+                                                       : 0;
+    T *Var = static_cast<T *>(C.In[0]);
+    T *S1 = Slots > 0 ? static_cast<T *>(C.In[1]) : nullptr;
+    T *S2 = Slots > 1 ? static_cast<T *>(C.In[2]) : nullptr;
+    const T *G = static_cast<const T *>(C.In[1 + Slots]);
+    const int64_t *Step = U == Update::MovingAverage
+                              ? nullptr
+                              : static_cast<const int64_t *>(C.In[2 + Slots]);
+    updateKernel<T, U>
+        <<<gridFor(N), 256, 0, Ctx->Stream>>>(P, Var, S1, S2, G, Step, N);
+    Ctx->checkLaunch("a state update");
+  }
+
+private:
+  UpdateParams P;
+  int64_t N;
+};
+
+Status checkApply(const KernelInfo &I, unsigned NumTensors) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, NumTensors + 1, NumTensors + 1, 0));
+  std::vector<unsigned> Ins;
+  for (unsigned K = 0; K < NumTensors; ++K) {
+    Ins.push_back(K);
+    MDRT_RETURN_IF_ERROR(
+        cpu::checkElements(I, I.Inputs[K], I.Inputs[0].numElements(), "input"));
+  }
+  MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, Ins, {}, I.Inputs[0].Type));
+  const TensorDesc &Step = I.Inputs[NumTensors];
+  if (Step.Type != DType::Int64 || Step.numElements() != 1)
+    return Status::error("the step input must be an int64 scalar, got " +
+                         Step.str());
+  return Status::ok();
+}
+
+template <Update U> KernelOr createUpdate(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error(I.Op + " takes a variable input");
+  UpdateParams P;
+  if (U == Update::MovingAverage) {
+    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 2, 0));
+    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {0, 1}, {}, I.Inputs[0].Type));
+    MDRT_RETURN_IF_ERROR(
+        cpu::checkElements(I, I.Inputs[1], I.Inputs[0].numElements(), "input"));
+    P.Decay = I.Attrs.getFloat("decay", 0.999);
+  } else {
+    unsigned NumTensors = U == Update::Adam ? 4 : U == Update::Momentum ? 3 : 2;
+    MDRT_RETURN_IF_ERROR(checkApply(I, NumTensors));
+    P.LR.init(I);
+    P.Momentum = I.Attrs.getFloat("momentum", 0.9);
+    P.Nesterov = I.Attrs.getBool("nesterov", false);
+    P.Beta1 = I.Attrs.getFloat("beta1", 0.9);
+    P.Beta2 = I.Attrs.getFloat("beta2", 0.999);
+    P.Eps = I.Attrs.getFloat("epsilon", 1e-8);
+  }
+  int64_t N = I.Inputs[0].numElements();
+  return dispatch<true>(I.Inputs[0].Type, [&](auto *Tag) -> KernelOr {
+    using E = std::remove_pointer_t<decltype(Tag)>;
+    return finish(std::make_unique<UpdateKernel<E, U>>(P, N));
+  });
+}
+
+template <typename T> __global__ void assignAddKernel(T *Var, int64_t Amount) {
+  if constexpr (std::is_integral<T>::value)
+    *Var = T(Unsigned<T>(*Var) + Unsigned<T>(Amount));
+  else
+    *Var += T(Amount);
+}
+
+template <typename T> class AssignAddKernel : public CudaKernel {
+public:
+  explicit AssignAddKernel(int64_t Amount) : Amount(Amount) {}
+  void run(const ExecContext &C) override {
+    assignAddKernel<T>
+        <<<1, 1, 0, Ctx->Stream>>>(static_cast<T *>(C.In[0]), Amount);
+    Ctx->checkLaunch("AssignAdd");
+  }
+
+private:
+  int64_t Amount;
+};
+
+KernelOr createAssignAdd(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error("AssignAdd takes 1 input, got 0");
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 0));
+  MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Inputs[0], 1, "input"));
+  int64_t Amount = I.Attrs.getInt("amount", 1);
+  return dispatch<false>(I.Inputs[0].Type, [&](auto *Tag) -> KernelOr {
+    using E = std::remove_pointer_t<decltype(Tag)>;
+    return finish(std::make_unique<AssignAddKernel<E>>(Amount));
+  });
+}
+
+} // namespace
+
+void cuda::launchSumInto(void *Dst, const void *A, const void *B, int64_t N,
+                         DType T, cudaStream_t S) {
+  if (N <= 0)
+    return;
+  if (T == DType::Float64) {
+    PtrPack<double> P{};
+    P.P[0] = static_cast<const double *>(A);
+    P.P[1] = static_cast<const double *>(B);
+    addNKernel<double>
+        <<<gridFor(N), 256, 0, S>>>(P, 2, true, static_cast<double *>(Dst), N);
+  } else {
+    PtrPack<float> P{};
+    P.P[0] = static_cast<const float *>(A);
+    P.P[1] = static_cast<const float *>(B);
+    addNKernel<float>
+        <<<gridFor(N), 256, 0, S>>>(P, 2, true, static_cast<float *>(Dst), N);
+  }
+}
+
+void cuda::registerElementwiseKernels(KernelRegistry &R) {
+  const DeviceKind GPU = DeviceKind::GPU;
+  R.add(GPU, "Add", createBinary<AddF>);
+  R.add(GPU, "Sub", createBinary<SubF>);
+  R.add(GPU, "Mul", createBinary<MulF>);
+  R.add(GPU, "Div", createBinary<DivF>);
+  R.add(GPU, "BiasAdd", createBiasAdd);
+  R.add(GPU, "BroadcastGrad", createBroadcastGrad);
+  R.add(GPU, "AddN", createAddN);
+  R.add(GPU, "Neg", createZip<NegF, 1, false>);
+  R.add(GPU, "Square", createZip<SquareF, 1, false>);
+  R.add(GPU, "Relu", createZip<ReluF, 1, true>);
+  R.add(GPU, "Sigmoid", createZip<SigmoidF, 1, true>);
+  R.add(GPU, "Tanh", createZip<TanhF, 1, true>);
+  R.add(GPU, "ReluGrad", createZip<ReluGradF, 2, true>);
+  R.add(GPU, "SigmoidGrad", createZip<SigmoidGradF, 2, true>);
+  R.add(GPU, "TanhGrad", createZip<TanhGradF, 2, true>);
+  R.add(GPU, "Softmax", createSoftmax);
+  R.add(GPU, "SoftmaxGrad", createSoftmaxGrad);
+  R.add(GPU, "Dropout", createDropout);
+  R.add(GPU, "Identity", createCopy);
+  R.add(GPU, "Reshape", createCopy);
+  R.add(GPU, "BatchSlice", createBatchSlice);
+  R.add(GPU, "Cast", createCast);
+  R.add(GPU, "SparseSoftmaxCrossEntropy", createSsce);
+  R.add(GPU, "LogLoss", createLogLoss);
+  R.add(GPU, "LogLossGrad", createLogLossGrad);
+  R.add(GPU, "Accuracy", createAccuracy);
+  R.add(GPU, "AssignMovingAverage", createUpdate<Update::MovingAverage>);
+  R.add(GPU, "AssignAdd", createAssignAdd);
+  R.add(GPU, "ApplyGradientDescent", createUpdate<Update::GradientDescent>);
+  R.add(GPU, "ApplyMomentum", createUpdate<Update::Momentum>);
+  R.add(GPU, "ApplyAdam", createUpdate<Update::Adam>);
+}

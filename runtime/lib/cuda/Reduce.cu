@@ -1,0 +1,591 @@
+//===- Reduce.cu - Reductions and batch normalization on GPUs -------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Sum, Mean, SumToShape, BiasAddGrad, L2Loss, BatchNorm, BatchNormInference
+// and BatchNormGrad. Sums accumulate in double (int64 for integers) like the
+// CPU kernels, one block per output element with a fixed tree order, so
+// they are deterministic (but added in another order than on the CPU).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaCommon.h"
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+using namespace mdrt;
+using namespace mdrt::cuda;
+
+namespace {
+
+constexpr int MaxRank = 8;
+constexpr int BlockSize = 256;
+
+template <typename T>
+using AccType =
+    std::conditional_t<std::is_floating_point<T>::value, double, int64_t>;
+
+/// Block-wide sum of \p V (every thread gets it). \p Shared holds BlockSize
+/// accumulators.
+template <typename A> __device__ A blockSum(A V, A *Shared) {
+  Shared[threadIdx.x] = V;
+  __syncthreads();
+  for (int S = BlockSize / 2; S > 0; S /= 2) {
+    if (int(threadIdx.x) < S)
+      Shared[threadIdx.x] += Shared[threadIdx.x + S];
+    __syncthreads();
+  }
+  A R = Shared[0];
+  __syncthreads();
+  return R;
+}
+
+/// The kept and the reduced dimensions of a reduction with their input
+/// strides (outermost first).
+struct ReducePlan {
+  int NK = 0, NR = 0;
+  int64_t KDims[MaxRank], KStr[MaxRank], RDims[MaxRank], RStr[MaxRank];
+  int64_t Out = 1, Count = 1;
+};
+
+__device__ inline int64_t offsetOf(int64_t Idx, int N, const int64_t *Dims,
+                                   const int64_t *Str) {
+  int64_t Off = 0;
+  for (int D = N - 1; D >= 0; --D) {
+    Off += (Idx % Dims[D]) * Str[D];
+    Idx /= Dims[D];
+  }
+  return Off;
+}
+
+template <typename T>
+__device__ inline T finishSum(AccType<T> V, bool Mean, int64_t Count) {
+  if constexpr (std::is_floating_point<T>::value)
+    return Mean ? T(V / double(Count)) : T(V);
+  else
+    return T(Mean && Count ? V / Count : V);
+}
+
+/// One block per output element.
+template <typename T>
+__global__ void reduceKernel(ReducePlan P, const T *X, T *Y, bool Mean) {
+  using A = AccType<T>;
+  __shared__ A Shared[BlockSize];
+  for (int64_t O = blockIdx.x; O < P.Out; O += gridDim.x) {
+    int64_t Base = offsetOf(O, P.NK, P.KDims, P.KStr);
+    A Acc = 0;
+    for (int64_t R = threadIdx.x; R < P.Count; R += BlockSize)
+      Acc += A(X[Base + offsetOf(R, P.NR, P.RDims, P.RStr)]);
+    Acc = blockSum(Acc, Shared);
+    if (threadIdx.x == 0)
+      Y[O] = finishSum<T>(Acc, Mean, P.Count);
+  }
+}
+
+/// One thread per output element (few elements summed into each).
+template <typename T>
+__global__ void reduceSmallKernel(ReducePlan P, const T *X, T *Y, bool Mean) {
+  using A = AccType<T>;
+  for (int64_t O = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; O < P.Out;
+       O += int64_t(blockDim.x) * gridDim.x) {
+    int64_t Base = offsetOf(O, P.NK, P.KDims, P.KStr);
+    A Acc = 0;
+    for (int64_t R = 0; R < P.Count; ++R)
+      Acc += A(X[Base + offsetOf(R, P.NR, P.RDims, P.RStr)]);
+    Y[O] = finishSum<T>(Acc, Mean, P.Count);
+  }
+}
+
+template <typename T> class ReduceKernel : public CudaKernel {
+public:
+  ReduceKernel(const ReducePlan &P, bool Mean) : P(P), Mean(Mean) {}
+  void run(const ExecContext &C) override {
+    if (!P.Out)
+      return;
+    const T *X = static_cast<const T *>(C.In[0]);
+    T *Y = static_cast<T *>(C.Out[0]);
+    if (P.Count < 64)
+      reduceSmallKernel<T>
+          <<<gridFor(P.Out), 256, 0, Ctx->Stream>>>(P, X, Y, Mean);
+    else
+      reduceKernel<T><<<unsigned(std::min<int64_t>(P.Out, 65535)), BlockSize, 0,
+                        Ctx->Stream>>>(P, X, Y, Mean);
+    Ctx->checkLaunch("a reduction");
+  }
+
+private:
+  ReducePlan P;
+  bool Mean;
+};
+
+/// Plans the sum of a tensor of \p Shape over the dimensions flagged in
+/// \p Reduced, merging adjacent dimensions of the same kind.
+Status planReduce(const std::vector<int64_t> &Shape,
+                  const std::vector<bool> &Reduced, ReducePlan &P) {
+  std::vector<int64_t> KD, KS, RD, RS;
+  int64_t Stride = 1;
+  // Innermost first.
+  int LastKind = -1;
+  for (size_t K = Shape.size(); K-- > 0;) {
+    int64_t D = Shape[K];
+    int Kind = Reduced[K] ? 1 : 0;
+    if (D != 1) {
+      auto &Dims = Kind ? RD : KD;
+      auto &Str = Kind ? RS : KS;
+      if (LastKind == Kind && !Dims.empty() &&
+          Str.back() * Dims.back() == Stride)
+        Dims.back() *= D;
+      else {
+        Dims.push_back(D);
+        Str.push_back(Stride);
+      }
+      LastKind = Kind;
+    }
+    Stride *= D;
+  }
+  if (KD.size() > size_t(MaxRank) || RD.size() > size_t(MaxRank))
+    return Status::error("reductions of this many dimensions are not "
+                         "supported on GPUs");
+  P.NK = int(KD.size());
+  P.NR = int(RD.size());
+  P.Out = 1;
+  P.Count = 1;
+  for (int D = 0; D < P.NK; ++D) {
+    P.KDims[D] = KD[size_t(P.NK - 1 - D)];
+    P.KStr[D] = KS[size_t(P.NK - 1 - D)];
+    P.Out *= P.KDims[D];
+  }
+  for (int D = 0; D < P.NR; ++D) {
+    P.RDims[D] = RD[size_t(P.NR - 1 - D)];
+    P.RStr[D] = RS[size_t(P.NR - 1 - D)];
+    P.Count *= P.RDims[D];
+  }
+  // A zero-sized kept or reduced dimension.
+  for (int64_t D : Shape)
+    if (D == 0) {
+      bool AnyKeptZero = false;
+      for (size_t K = 0; K < Shape.size(); ++K)
+        AnyKeptZero |= Shape[K] == 0 && !Reduced[K];
+      if (AnyKeptZero)
+        P.Out = 0;
+      else
+        P.Count = 0;
+      break;
+    }
+  return Status::ok();
+}
+
+KernelOr makeReduce(const KernelInfo &I, const std::vector<int64_t> &Shape,
+                    const std::vector<bool> &Reduced, bool Mean,
+                    bool FloatOnly) {
+  MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {0}, {0}, I.Inputs[0].Type));
+  int64_t Kept = 1;
+  for (size_t K = 0; K < Shape.size(); ++K)
+    if (!Reduced[K])
+      Kept *= Shape[K];
+  MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[0], Kept, "output"));
+  ReducePlan P;
+  MDRT_RETURN_IF_ERROR(planReduce(Shape, Reduced, P));
+  switch (I.Inputs[0].Type) {
+  case DType::Float32:
+    return finish(std::make_unique<ReduceKernel<float>>(P, Mean));
+  case DType::Float64:
+    return finish(std::make_unique<ReduceKernel<double>>(P, Mean));
+  case DType::Int32:
+    if (!FloatOnly)
+      return finish(std::make_unique<ReduceKernel<int32_t>>(P, Mean));
+    break;
+  case DType::Int64:
+    if (!FloatOnly)
+      return finish(std::make_unique<ReduceKernel<int64_t>>(P, Mean));
+    break;
+  default:
+    break;
+  }
+  return typeError(I, I.Inputs[0].Type);
+}
+
+template <bool IsMean> KernelOr createSumOrMean(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 1));
+  std::vector<bool> Reduced;
+  MDRT_RETURN_IF_ERROR(cpu::reductionAxes(I.Attrs.getInts("axes"),
+                                          I.Inputs[0].Shape.size(), Reduced));
+  return makeReduce(I, I.Inputs[0].Shape, Reduced, IsMean, false);
+}
+
+KernelOr createSumToShape(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 1));
+  const std::vector<int64_t> &X = I.Inputs[0].Shape;
+  const std::vector<int64_t> &Target = I.Outputs[0].Shape;
+  if (I.Attrs.has("shape") && I.Attrs.getInts("shape") != Target)
+    return Status::error("output " + I.Outputs[0].str() +
+                         " does not have the 'shape' attribute's shape " +
+                         cpu::shapeStr(I.Attrs.getInts("shape")));
+  if (Target.size() > X.size())
+    return Status::error("cannot sum " + cpu::shapeStr(X) + " down to " +
+                         cpu::shapeStr(Target));
+  std::vector<bool> Reduced(X.size(), false);
+  size_t Off = X.size() - Target.size();
+  for (size_t K = 0; K < X.size(); ++K) {
+    if (K < Off || (Target[K - Off] == 1 && X[K] != 1)) {
+      Reduced[K] = true;
+      continue;
+    }
+    if (Target[K - Off] != X[K])
+      return Status::error("cannot sum " + cpu::shapeStr(X) + " down to " +
+                           cpu::shapeStr(Target));
+  }
+  return makeReduce(I, X, Reduced, false, false);
+}
+
+KernelOr createBiasAddGrad(const KernelInfo &I) {
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 1));
+  const std::vector<int64_t> &X = I.Inputs[0].Shape;
+  if (X.empty())
+    return Status::error("BiasAddGrad input must have rank >= 1");
+  std::vector<bool> Reduced(X.size(), true);
+  Reduced.back() = false;
+  return makeReduce(I, X, Reduced, false, true);
+}
+
+//===----------------------------------------------------------------------===//
+// L2Loss
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void l2LossKernel(const T *X, T *Y, int64_t N) {
+  __shared__ double Shared[BlockSize];
+  double Acc = 0;
+  for (int64_t I = threadIdx.x; I < N; I += BlockSize) {
+    double V = double(X[I]);
+    Acc += V * V;
+  }
+  Acc = blockSum(Acc, Shared);
+  if (threadIdx.x == 0)
+    *Y = T(Acc / 2);
+}
+
+template <typename T> class L2LossKernel : public CudaKernel {
+public:
+  explicit L2LossKernel(int64_t N) : N(N) {}
+  void run(const ExecContext &C) override {
+    l2LossKernel<T><<<1, BlockSize, 0, Ctx->Stream>>>(
+        static_cast<const T *>(C.In[0]), static_cast<T *>(C.Out[0]), N);
+    Ctx->checkLaunch("L2Loss");
+  }
+
+private:
+  int64_t N;
+};
+
+KernelOr createL2Loss(const KernelInfo &I) {
+  if (I.Inputs.empty())
+    return Status::error("L2Loss takes 1 input, got 0");
+  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 1));
+  MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {0}, {0}, I.Inputs[0].Type));
+  MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[0], 1, "output"));
+  int64_t N = I.Inputs[0].numElements();
+  if (I.Inputs[0].Type == DType::Float32)
+    return finish(std::make_unique<L2LossKernel<float>>(N));
+  if (I.Inputs[0].Type == DType::Float64)
+    return finish(std::make_unique<L2LossKernel<double>>(N));
+  return typeError(I, I.Inputs[0].Type);
+}
+
+//===----------------------------------------------------------------------===//
+// Batch normalization (x viewed as [M, C])
+//===----------------------------------------------------------------------===//
+
+/// Per column: mean and biased variance (two passes in double), and the
+/// factors of the normalization rounded to T.
+template <typename T>
+__global__ void bnStatsKernel(const T *X, const T *Gamma, T *Mean, T *Var,
+                              T *Factor, T *MeanT, int64_t M, int64_t C,
+                              double Eps) {
+  __shared__ double Shared[BlockSize];
+  for (int64_t J = blockIdx.x; J < C; J += gridDim.x) {
+    double S = 0;
+    for (int64_t R = threadIdx.x; R < M; R += BlockSize)
+      S += double(X[R * C + J]);
+    double MeanD = blockSum(S, Shared) / double(M);
+    double Q = 0;
+    for (int64_t R = threadIdx.x; R < M; R += BlockSize) {
+      double D = double(X[R * C + J]) - MeanD;
+      Q += D * D;
+    }
+    Q = blockSum(Q, Shared);
+    if (threadIdx.x == 0) {
+      T Mn = T(MeanD), V = T(Q / double(M));
+      Mean[J] = Mn;
+      Var[J] = V;
+      double G = Gamma ? double(Gamma[J]) : 1.0;
+      Factor[J] = T(G / ::sqrt(double(V) + Eps));
+      MeanT[J] = Mn;
+    }
+  }
+}
+
+/// y = (x - mean) * factor + beta; with \p Var, the factor is computed
+/// here from gamma and the variance (BatchNormInference).
+template <typename T>
+__global__ void bnNormalizeKernel(const T *X, T *Y, const T *Mean,
+                                  const T *Factor, const T *Beta,
+                                  const T *Gamma, const T *Var, double Eps,
+                                  int64_t N, int64_t C) {
+  for (int64_t I = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; I < N;
+       I += int64_t(blockDim.x) * gridDim.x) {
+    int64_t J = I % C;
+    T F =
+        Var ? T((Gamma ? double(Gamma[J]) : 1.0) / ::sqrt(double(Var[J]) + Eps))
+            : Factor[J];
+    Y[I] = (X[I] - Mean[J]) * F + Beta[J];
+  }
+}
+
+template <typename T> __global__ void bnNanKernel(T *Mean, T *Var, int64_t C) {
+  for (int64_t J = threadIdx.x; J < C; J += blockDim.x)
+    Mean[J] = Var[J] = T(__longlong_as_double(0x7ff8000000000000ll));
+}
+
+inline unsigned columnBlocks(int64_t C) {
+  return unsigned(std::min<int64_t>(std::max<int64_t>(C, 1), 65535));
+}
+
+struct BnShape {
+  int64_t M = 0, C = 0;
+  double Eps = 0.001;
+  bool Scale = false;
+  Status init(const KernelInfo &I, const TensorDesc &X) {
+    if (X.rank() < 2)
+      return Status::error(I.Op + " input must have rank >= 2, got " + X.str());
+    C = X.Shape.back();
+    M = C ? X.numElements() / C : 0;
+    Eps = I.Attrs.getFloat("epsilon", 0.001);
+    Scale = I.Attrs.getBool("scale", false);
+    return Status::ok();
+  }
+};
+
+/// Inputs x, beta, gamma (with scale); outputs y, mean, variance.
+template <typename T> class BatchNormKernel : public CudaKernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 3, 3));
+    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[0]));
+    size_t Want = S.Scale ? 3 : 2;
+    if (I.Inputs.size() != Want)
+      return Status::error(
+          "BatchNorm with scale=" + std::string(S.Scale ? "true" : "false") +
+          " takes " + std::to_string(Want) + " inputs, got " +
+          std::to_string(I.Inputs.size()));
+    std::vector<unsigned> Ins = {0, 1};
+    if (S.Scale)
+      Ins.push_back(2);
+    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, Ins, {0, 1, 2}, I.Inputs[0].Type));
+    for (unsigned K = 1; K < Want; ++K)
+      MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Inputs[K], S.C, "input"));
+    MDRT_RETURN_IF_ERROR(cpu::checkElements(
+        I, I.Outputs[0], I.Inputs[0].numElements(), "output"));
+    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[1], S.C, "output"));
+    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[2], S.C, "output"));
+    return Scratch.allocate(size_t(2 * S.C) * sizeof(T));
+  }
+  void run(const ExecContext &X) override {
+    const int64_t M = S.M, C = S.C;
+    if (!C)
+      return;
+    T *Mean = static_cast<T *>(X.Out[1]), *Var = static_cast<T *>(X.Out[2]);
+    if (!M) {
+      bnNanKernel<T><<<1, 256, 0, Ctx->Stream>>>(Mean, Var, C);
+      Ctx->checkLaunch("BatchNorm");
+      return;
+    }
+    T *Factor = static_cast<T *>(Scratch.get()), *MeanT = Factor + C;
+    const T *Gamma = S.Scale ? static_cast<const T *>(X.In[2]) : nullptr;
+    bnStatsKernel<T><<<columnBlocks(C), BlockSize, 0, Ctx->Stream>>>(
+        static_cast<const T *>(X.In[0]), Gamma, Mean, Var, Factor, MeanT, M, C,
+        S.Eps);
+    bnNormalizeKernel<T><<<gridFor(M * C), 256, 0, Ctx->Stream>>>(
+        static_cast<const T *>(X.In[0]), static_cast<T *>(X.Out[0]), MeanT,
+        Factor, static_cast<const T *>(X.In[1]), nullptr, nullptr, S.Eps, M * C,
+        C);
+    Ctx->checkLaunch("BatchNorm");
+  }
+
+private:
+  BnShape S;
+  DeviceBuffer Scratch;
+};
+
+/// Inputs x, beta, gamma (with scale), mean, variance.
+template <typename T> class BatchNormInferenceKernel : public CudaKernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 4, 5, 1));
+    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[0]));
+    size_t Want = S.Scale ? 5 : 4;
+    if (I.Inputs.size() != Want)
+      return Status::error("BatchNormInference with scale=" +
+                           std::string(S.Scale ? "true" : "false") + " takes " +
+                           std::to_string(Want) + " inputs, got " +
+                           std::to_string(I.Inputs.size()));
+    std::vector<unsigned> Ins;
+    for (unsigned K = 0; K < Want; ++K) {
+      Ins.push_back(K);
+      if (K)
+        MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Inputs[K], S.C, "input"));
+    }
+    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, Ins, {0}, I.Inputs[0].Type));
+    return cpu::checkElements(I, I.Outputs[0], I.Inputs[0].numElements(),
+                              "output");
+  }
+  void run(const ExecContext &X) override {
+    if (!S.C || !S.M)
+      return;
+    unsigned K = S.Scale ? 3 : 2;
+    bnNormalizeKernel<T><<<gridFor(S.M * S.C), 256, 0, Ctx->Stream>>>(
+        static_cast<const T *>(X.In[0]), static_cast<T *>(X.Out[0]),
+        static_cast<const T *>(X.In[K]), nullptr,
+        static_cast<const T *>(X.In[1]),
+        S.Scale ? static_cast<const T *>(X.In[2]) : nullptr,
+        static_cast<const T *>(X.In[K + 1]), S.Eps, S.M * S.C, S.C);
+    Ctx->checkLaunch("BatchNormInference");
+  }
+
+private:
+  BnShape S;
+};
+
+template <typename T>
+__global__ void bnGradStatsKernel(const T *DY, const T *X, const T *Mean,
+                                  const T *Var, const T *Gamma, T *DBeta,
+                                  T *DGamma, T *FA, T *FB, T *FC, int64_t M,
+                                  int64_t C, double Eps) {
+  __shared__ double Shared[BlockSize];
+  for (int64_t J = blockIdx.x; J < C; J += gridDim.x) {
+    double Inv = 1.0 / ::sqrt(double(Var[J]) + Eps);
+    double SB = 0, SG = 0;
+    for (int64_t R = threadIdx.x; R < M; R += BlockSize) {
+      double D = double(DY[R * C + J]);
+      SB += D;
+      SG += D * (double(X[R * C + J]) - double(Mean[J])) * Inv;
+    }
+    SB = blockSum(SB, Shared);
+    SG = blockSum(SG, Shared);
+    if (threadIdx.x == 0) {
+      DBeta[J] = T(SB);
+      DGamma[J] = T(SG);
+      double G = Gamma ? double(Gamma[J]) : 1.0;
+      FA[J] = T(G * Inv);
+      FB[J] = T(M ? SB / double(M) : 0.0);
+      FC[J] = T(M ? SG / double(M) * Inv : 0.0);
+    }
+  }
+}
+
+template <typename T>
+__global__ void bnGradKernel(const T *DY, const T *X, const T *Mean, const T *A,
+                             const T *B, const T *CC, T *DX, int64_t N,
+                             int64_t C) {
+  for (int64_t I = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; I < N;
+       I += int64_t(blockDim.x) * gridDim.x) {
+    int64_t J = I % C;
+    DX[I] = A[J] * (DY[I] - B[J] - (X[I] - Mean[J]) * CC[J]);
+  }
+}
+
+/// Inputs dy, x, mean, variance, gamma (with scale); outputs dx, dbeta,
+/// dgamma.
+template <typename T> class BatchNormGradKernel : public CudaKernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 4, 5, 3));
+    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[1]));
+    size_t Want = S.Scale ? 5 : 4;
+    if (I.Inputs.size() != Want)
+      return Status::error("BatchNormGrad with scale=" +
+                           std::string(S.Scale ? "true" : "false") + " takes " +
+                           std::to_string(Want) + " inputs, got " +
+                           std::to_string(I.Inputs.size()));
+    std::vector<unsigned> Ins = {0, 1, 2, 3};
+    if (S.Scale)
+      Ins.push_back(4);
+    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, Ins, {0, 1, 2}, I.Inputs[0].Type));
+    int64_t NX = I.Inputs[1].numElements();
+    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Inputs[0], NX, "input"));
+    for (unsigned K = 2; K < Want; ++K)
+      MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Inputs[K], S.C, "input"));
+    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[0], NX, "output"));
+    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[1], S.C, "output"));
+    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[2], S.C, "output"));
+    return Scratch.allocate(size_t(3 * S.C) * sizeof(T));
+  }
+  void run(const ExecContext &X) override {
+    const int64_t M = S.M, C = S.C;
+    if (!C)
+      return;
+    const T *DY = static_cast<const T *>(X.In[0]);
+    const T *XX = static_cast<const T *>(X.In[1]);
+    const T *Mean = static_cast<const T *>(X.In[2]);
+    T *FA = static_cast<T *>(Scratch.get()), *FB = FA + C, *FC = FB + C;
+    bnGradStatsKernel<T><<<columnBlocks(C), BlockSize, 0, Ctx->Stream>>>(
+        DY, XX, Mean, static_cast<const T *>(X.In[3]),
+        S.Scale ? static_cast<const T *>(X.In[4]) : nullptr,
+        static_cast<T *>(X.Out[1]), static_cast<T *>(X.Out[2]), FA, FB, FC, M,
+        C, S.Eps);
+    if (M)
+      bnGradKernel<T><<<gridFor(M * C), 256, 0, Ctx->Stream>>>(
+          DY, XX, Mean, FA, FB, FC, static_cast<T *>(X.Out[0]), M * C, C);
+    Ctx->checkLaunch("BatchNormGrad");
+  }
+
+private:
+  BnShape S;
+  DeviceBuffer Scratch;
+};
+
+template <template <typename> class KT>
+KernelOr makeFloat(const KernelInfo &I, const char *Takes) {
+  if (I.Inputs.empty())
+    return Status::error(I.Op + " takes " + Takes + " inputs, got 0");
+  DType T = I.Inputs[0].Type;
+  if (T == DType::Float32) {
+    auto K = std::make_unique<KT<float>>();
+    MDRT_RETURN_IF_ERROR(K->init(I));
+    return finish(std::move(K));
+  }
+  if (T == DType::Float64) {
+    auto K = std::make_unique<KT<double>>();
+    MDRT_RETURN_IF_ERROR(K->init(I));
+    return finish(std::move(K));
+  }
+  return typeError(I, T);
+}
+
+KernelOr createBatchNorm(const KernelInfo &I) {
+  return makeFloat<BatchNormKernel>(I, "2 or 3");
+}
+KernelOr createBatchNormInference(const KernelInfo &I) {
+  return makeFloat<BatchNormInferenceKernel>(I, "4 or 5");
+}
+KernelOr createBatchNormGrad(const KernelInfo &I) {
+  return makeFloat<BatchNormGradKernel>(I, "4 or 5");
+}
+
+} // namespace
+
+void cuda::registerReduceKernels(KernelRegistry &R) {
+  const DeviceKind GPU = DeviceKind::GPU;
+  R.add(GPU, "Sum", createSumOrMean<false>);
+  R.add(GPU, "Mean", createSumOrMean<true>);
+  R.add(GPU, "SumToShape", createSumToShape);
+  R.add(GPU, "BiasAddGrad", createBiasAddGrad);
+  R.add(GPU, "L2Loss", createL2Loss);
+  R.add(GPU, "BatchNorm", createBatchNorm);
+  R.add(GPU, "BatchNormInference", createBatchNormInference);
+  R.add(GPU, "BatchNormGrad", createBatchNormGrad);
+}
