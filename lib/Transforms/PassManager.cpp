@@ -116,15 +116,20 @@ Error PassManager::run(Graph &G, PassContext &Ctx) {
     Error E = P->run(G, Ctx);
     if (T)
       T->stopTimer();
-    if (E)
+    if (E) {
+      if (TG)
+        TG->clear(); // no report, not even from ~TimerGroup
       return E;
+    }
     if (Opts.PrintAfterAll) {
       *Opts.PrintAfterAll << "// ----- graph after " << P->getName()
                           << " -----\n";
       writeModel(G, *Opts.PrintAfterAll);
     }
   }
+  // Reset the timers once printed: otherwise ~TimerGroup prints the same
+  // report again, to stderr, when the timers are destroyed.
   if (TG)
-    TG->print(*Opts.TimePasses);
+    TG->print(*Opts.TimePasses, /*ResetAfterPrint=*/true);
   return Error::success();
 }
