@@ -186,26 +186,50 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
                       "', which is part of the replicated model");
   }
 
-  // Shared tensors that carry the batch: each clone reads its own slice.
-  DenseSet<const Node *> CarriesBatch;
+  // Shared tensors that carry the batch in dimension 0 (batch-major): each
+  // clone reads its own slice. The shared nodes' types are inferred here
+  // with the batch unknown, so a tensor computed from an input carries the
+  // batch where its dimension is unknown; statistics over the batch (a
+  // scalar mean, a per-feature mean) have no unknown dimension and every
+  // clone reads them whole.
+  for (Node *N : Orig)
+    if (N->getOp().is(OF_Input))
+      N->attrs().set("batch_size", int64_t(-1));
+  DenseSet<std::pair<const Node *, unsigned>> BatchMajor;
   for (Node *N : *TopoOrErr) {
     if (!Shared.count(N))
       continue;
-    bool Carries = N->getOp().is(OF_Input);
-    for (const TensorRef &In : N->getInputs())
-      Carries |= CarriesBatch.count(In.N) != 0;
-    if (Carries)
-      CarriesBatch.insert(N);
+    if (Error E = inferNodeShapes(*N))
+      return E;
+    for (unsigned K = 0, E = N->getNumOutputs(); K != E; ++K) {
+      const Shape &Dims = N->getOutputType(K).Dims;
+      if (Dims.rank() && Dims[0] == Shape::Unknown)
+        BatchMajor.insert({N, K});
+    }
   }
 
-  // Variables the clones read directly get mirrored copies.
+  // Variables the clones read directly get mirrored copies. A clone may not
+  // read a shared tensor that carries the batch in another dimension: it
+  // cannot be given its slice.
   DenseSet<const Node *> ReadByClones;
   for (Node *N : Orig) {
     if (Shared.count(N))
       continue;
-    for (const TensorRef &In : N->getInputs())
+    for (const TensorRef &In : N->getInputs()) {
       if (In.N->getOp().isVariable())
         ReadByClones.insert(In.N);
+      if (NumClones == 1 || !Shared.count(In.N) ||
+          BatchMajor.count({In.N, In.Index}))
+        continue;
+      const TensorType &T = In.N->getOutputType(In.Index);
+      if (is_contained(T.Dims.dims(), Shape::Unknown))
+        return In.N->error(
+            "is built once, outside the clones, and carries the batch in "
+            "another dimension than the first (" +
+            T.str() +
+            "); the clones can only be given slices of tensors "
+            "whose first dimension is the batch");
+    }
   }
 
   StackRebaser Rebaser(G, C, S);
@@ -220,7 +244,10 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     bool RoleScope = inRoleScope(*N);
     bool IsVar = N->getOp().isVariable();
     bool MirrorIt = Mirrored && IsVar && ReadByClones.count(N);
-    if (RoleScope)
+    // A mirrored variable keeps the clone-0 and mirror-0 entries around its
+    // scopes wherever it was created, so that copy 0 is on clone 0's device
+    // like every copy g is on its device group's.
+    if (RoleScope && !MirrorIt)
       N->setStack(Rebaser.rebase(N->getStack(), nullptr, nullptr));
     else if (N->getOp().is(OF_Input))
       N->setStack(Rebaser.rebase(N->getStack(), S.InputsEntry, nullptr));
@@ -338,7 +365,7 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     auto MapTensor = [&](TensorRef T) -> TensorRef {
       if (Node *R = Map.lookup(T.N))
         return TensorRef(R, T.Index);
-      if (NumClones > 1 && CarriesBatch.count(T.N)) {
+      if (NumClones > 1 && BatchMajor.count({T.N, T.Index})) {
         Node *&Slice = Slices[{T.N, T.Index}];
         if (!Slice) {
           std::string Name = CI.Scope + T.N->getName().str();
