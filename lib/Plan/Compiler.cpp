@@ -9,6 +9,10 @@
 #include "mdplan/IR/OpRegistry.h"
 #include "mdplan/Plan/PlanEmitter.h"
 
+#include <memory>
+#include <set>
+#include <tuple>
+
 using namespace llvm;
 using namespace mdplan;
 
@@ -22,9 +26,52 @@ std::string mdplan::evalPipelineAfterPlacement() {
 
 /// Builds the evaluation graph: one clone at the evaluation batch, placed
 /// like clone 0, its variables where \p Train keeps them.
+/// The diagnostics the training pipeline reported: severity, location and
+/// message, and severity and location alone.
+namespace {
+struct ReportedDiags {
+  std::set<std::tuple<int, std::string, std::string>> Messages;
+  std::set<std::pair<int, std::string>> Locations;
+};
+} // namespace
+
+/// A handler that passes diagnostics to \p Next and records them in \p R.
+static DiagnosticHandler recordingHandler(DiagnosticHandler Next,
+                                          std::shared_ptr<ReportedDiags> R) {
+  return DiagnosticHandler(
+      [Next, R](Severity Sev, const SourceLoc &Loc, StringRef Msg) {
+        R->Messages.emplace(int(Sev), Loc.str(), Msg.str());
+        if (Loc.isValid())
+          R->Locations.emplace(int(Sev), Loc.str());
+        if (Sev == Severity::Warning)
+          Next.warning(Loc, Msg);
+        else
+          Next.note(Loc, Msg);
+      });
+}
+
+/// A handler for the evaluation pipeline: it places the model's nodes a
+/// second time, so a diagnostic the training pipeline already reported
+/// (the same message, or any at the same source location: the model node
+/// it is about) is dropped; the others say which program they are about.
+static DiagnosticHandler evalHandler(DiagnosticHandler Next,
+                                     std::shared_ptr<ReportedDiags> R) {
+  return DiagnosticHandler(
+      [Next, R](Severity Sev, const SourceLoc &Loc, StringRef Msg) {
+        if (R->Messages.count({int(Sev), Loc.str(), Msg.str()}) ||
+            (Loc.isValid() && R->Locations.count({int(Sev), Loc.str()})))
+          return;
+        std::string Full = (Msg + " (in the evaluation program)").str();
+        if (Sev == Severity::Warning)
+          Next.warning(Loc, Full);
+        else
+          Next.note(Loc, Full);
+      });
+}
+
 static Expected<std::unique_ptr<Graph>>
 buildEval(std::unique_ptr<Graph> G, const Graph &Train, PassContext &TrainCtx,
-          const CompileOptions &Opts) {
+          DiagnosticHandler Diags, const CompileOptions &Opts) {
   DeploymentConfig C = TrainCtx.Config;
   C.GpusPerWorker = TrainCtx.Config.cluster().GpusPerWorker;
   C.NumClones = 1;
@@ -32,7 +79,7 @@ buildEval(std::unique_ptr<Graph> G, const Graph &Train, PassContext &TrainCtx,
   C.BatchPerClone = Opts.EvalBatch > 0 ? Opts.EvalBatch : 100;
   C.GlobalBatch = 0;
   PassContext Ctx(C);
-  Ctx.Diags = TrainCtx.Diags;
+  Ctx.Diags = std::move(Diags);
   PassManager Before, After;
   if (Error E = Before.parsePipeline(evalPipelineBeforePlacement()))
     return std::move(E);
@@ -65,13 +112,21 @@ Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
   PassManager PM(Opts.PM);
   if (Error E = PM.parsePipeline(Pipeline))
     return std::move(E);
-  if (Error E = PM.run(*Model, Ctx))
-    return std::move(E);
+  // Record what the training pipeline reports, so that the evaluation
+  // pipeline does not report it again.
+  auto Reported = std::make_shared<ReportedDiags>();
+  DiagnosticHandler Diags = Ctx.Diags;
+  Ctx.Diags = recordingHandler(Diags, Reported);
+  Error TrainErr = PM.run(*Model, Ctx);
+  Ctx.Diags = Diags;
+  if (TrainErr)
+    return std::move(TrainErr);
   R.Train = std::move(Model);
   if (!Full)
     return std::move(R);
   if (EvalCopy) {
-    auto Eval = buildEval(std::move(EvalCopy), *R.Train, Ctx, Opts);
+    auto Eval = buildEval(std::move(EvalCopy), *R.Train, Ctx,
+                          evalHandler(Diags, Reported), Opts);
     if (!Eval)
       return Eval.takeError();
     R.Eval = std::move(*Eval);
