@@ -31,6 +31,7 @@ import json
 import math
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,8 +46,9 @@ ROW = re.compile(r"^\s+(?:[\d.]+ \(\s*[\d.]+%\)\s+)+([A-Za-z][a-z0-9-]*)\s*$")
 NUM = re.compile(r"([\d.]+) \(\s*[\d.]+%\)")
 
 
-def parse_time_passes(stderr):
-    """Pass name -> wall seconds, from the first report on stderr."""
+def parse_time_passes(stderr, column):
+    """Pass name -> seconds (column -1: wall, -2: user+system), from the
+    first report on stderr."""
     out = {}
     reports = 0
     for line in stderr.splitlines():
@@ -58,7 +60,7 @@ def parse_time_passes(stderr):
         m = ROW.match(line)
         if m and reports == 1:
             nums = NUM.findall(line)
-            out[m.group(1)] = float(nums[-1])  # last column: wall time
+            out[m.group(1)] = float(nums[column])
     return out
 
 
@@ -83,6 +85,10 @@ def main():
     ap.add_argument("--clone-on-cpu", action="store_true",
                     help="place clones on the CPU (default: one GPU per clone, "
                          "so that partition and all-reduce have work to do)")
+    ap.add_argument("--clock", default="cpu", choices=["cpu", "wall"],
+                    help="what the fits and nodes/s use: the process's user+system "
+                         "CPU time and the passes' User+System column (default; "
+                         "less sensitive to other load on the machine), or wall time")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--json", default=None, help="write all measurements here")
     a = ap.parse_args()
@@ -148,16 +154,21 @@ def main():
           f"{os.cpu_count()} CPUs", flush=True)
 
     walls = {k: [] for k in configs}
+    cpus = {k: [] for k in configs}
     passes = {k: [] for k in configs}
+    column = -1 if a.clock == "wall" else -2
     for rep in range(a.reps):
         for key in configs:
+            ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             r = subprocess.run(cmd(*key) + ["--time-passes"], capture_output=True, text=True)
             t = time.perf_counter() - t0
+            ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             if r.returncode:
                 sys.exit(f"planner.py: {' '.join(cmd(*key))} failed:\n{r.stderr}")
             walls[key].append(t)
-            passes[key].append(parse_time_passes(r.stderr))
+            cpus[key].append(ru1.ru_utime - ru0.ru_utime + ru1.ru_stime - ru0.ru_stime)
+            passes[key].append(parse_time_passes(r.stderr, column))
         print(f"# rep {rep + 1}/{a.reps} done, load {os.getloadavg()[0]:.2f}", flush=True)
 
     def med_pass(key, name):
@@ -165,25 +176,31 @@ def main():
 
     results = []
     print()
+    print(f"# times: medians; 'time' is {a.clock} time of the whole process, 'passes' "
+          f"the sum of the passes ({'User+System' if a.clock == 'cpu' else 'Wall'} column "
+          f"of --time-passes); nodes/s and ns/node use 'time'")
     print(f"{'mode':9} {'strategy':8} {'clones':>6} {'size':>7} {'nodes':>9} "
-          f"{'wall s':>8} {'passes s':>8} {'nodes/s':>10} {'ns/node':>8}  top passes (s)")
+          f"{'wall s':>8} {'time s':>8} {'passes s':>8} {'nodes/s':>10} {'ns/node':>8}  top passes (s)")
+    T = walls if a.clock == "wall" else cpus
     for key in configs:
         mode, st, c, s = key
-        w = statistics.median(walls[key])
+        wall = statistics.median(walls[key])
+        w = statistics.median(T[key])
         names = sorted({n for p in passes[key] for n in p if n != "Total"})
         pt = med_pass(key, "Total")
         top = sorted(((med_pass(key, n), n) for n in names), reverse=True)[:3]
         n = nodes[key]
-        print(f"{mode:9} {st:8} {c:>6} {s:>7} {n:>9} {w:>8.3f} {pt:>8.3f} "
+        print(f"{mode:9} {st:8} {c:>6} {s:>7} {n:>9} {wall:>8.3f} {w:>8.3f} {pt:>8.3f} "
               f"{n / w:>10.0f} {1e9 * w / n:>8.0f}  "
               + ", ".join(f"{nm} {t:.3f}" for t, nm in top))
         results.append({"mode": mode, "strategy": st, "clones": c, "size": s,
                         "source_nodes": src_nodes.get(s), "nodes": n,
-                        "wall_s": walls[key], "wall_median_s": w,
+                        "wall_s": walls[key], "cpu_s": cpus[key],
+                        "wall_median_s": wall, "cpu_median_s": statistics.median(cpus[key]),
                         "passes_median_s": {nm: med_pass(key, nm) for nm in names + ["Total"]}})
 
-    print("\n# growth with size: ns/node at each size, and the log-log slope of "
-          "time over nodes (1.0 = linear)")
+    print(f"\n# growth with size ({a.clock} time): ns/node at each size, and the "
+          "log-log slope of time over nodes (1.0 = linear), whole process and per pass")
     for mode in modes:
         for st in strategies:
             for c in clones:
@@ -191,9 +208,9 @@ def main():
                 if len(keys) < 2:
                     continue
                 ns = [nodes[k] for k in keys]
-                ws = [statistics.median(walls[k]) for k in keys]
+                ws = [statistics.median(T[k]) for k in keys]
                 per = " ".join(f"{1e9 * w / n:.0f}" for w, n in zip(ws, ns))
-                line = f"{mode:9} {st:8} clones={c}: wall ns/node {per}; slope {slope(ns, ws):.2f}"
+                line = f"{mode:9} {st:8} clones={c}: ns/node {per}; slope {slope(ns, ws):.2f}"
                 names = sorted({n for k in keys for p in passes[k] for n in p})
                 sl = []
                 for nm in names:
@@ -204,7 +221,8 @@ def main():
 
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"kind": a.kind, "load_start": load, "results": results}, f, indent=1)
+            json.dump({"kind": a.kind, "clock": a.clock, "load_start": load,
+                       "load_end": os.getloadavg(), "results": results}, f, indent=1)
         print(f"# wrote {a.json}")
 
 
