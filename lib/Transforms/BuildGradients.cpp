@@ -21,6 +21,7 @@
 #include "mdplan/Transforms/PassUtils.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
 
 using namespace llvm;
 using namespace mdplan;
@@ -65,6 +66,44 @@ static bool isTrainable(const Node &N) {
          isFloat(N.getOutputType(0).Elt);
 }
 
+/// When no gradient reaches any variable although \p Loss depends on a
+/// trainable one (a node of \p DependsOnVar, through tensors of any type):
+/// the error at a node that blocks the gradients, an op without a gradient
+/// or one that makes a non-float tensor of a float one.
+static Error noGradientsError(Node *Loss, const DenseSet<Node *> &DependsOnVar,
+                              int CloneIndex) {
+  std::string Why = "no gradients for any variable: the loss of clone " +
+                    std::to_string(CloneIndex) +
+                    " depends on the trainable variables only through ops "
+                    "without a gradient, such as this ";
+  // Depth first from the loss, each node with the type of the tensor it was
+  // reached through: only float tensors carry gradients.
+  SmallVector<std::pair<Node *, unsigned>, 16> Work{{Loss, 1}};
+  DenseSet<std::pair<Node *, unsigned>> Seen;
+  while (!Work.empty()) {
+    auto [N, FloatOut] = Work.pop_back_val();
+    if (!Seen.insert({N, FloatOut}).second || N->getOp().isVariable())
+      continue;
+    const OpDef &Op = N->getOp();
+    if (FloatOut && (Op.is(OF_NoGradient) || !Op.Gradient))
+      return N->error(Why + Op.Name);
+    for (const TensorRef &In : llvm::reverse(N->getInputs())) {
+      if (!DependsOnVar.count(In.N))
+        continue;
+      bool InFloat = isFloat(In.type().Elt);
+      if (!FloatOut && InFloat)
+        return N->error(Why + Op.Name + ", whose output is " +
+                        dtypeName(N->getOutputType(0).Elt) +
+                        " (only float tensors carry gradients)");
+      Work.push_back({In.N, InFloat});
+    }
+  }
+  return Loss->error("no gradients for any variable: the loss of clone " +
+                     Twine(CloneIndex) +
+                     " depends on the trainable variables only through "
+                     "tensors without a gradient");
+}
+
 Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
   if (Error E = requireReplicated(G, getName()))
     return E;
@@ -74,6 +113,11 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
   if (S.GradientsBuilt)
     return makeError("build-gradients: the gradients are already built");
 
+  // As TensorFlow's apply_gradients, a step in which the losses depend on
+  // trainable variables but no variable gets a gradient is an error.
+  Error Blocked = Error::success();
+  auto DropBlocked = make_scope_exit([&] { consumeError(std::move(Blocked)); });
+  bool AnyGradient = false;
   for (CloneInfo &CI : S.Clones) {
     if (!CI.SumLoss)
       continue;
@@ -94,21 +138,33 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
       Order.push_back(N);
       Stack.pop_back();
     }
-    // Nodes that depend on a trainable variable through float tensors.
-    DenseSet<Node *> Relevant;
+    // Nodes that depend on a trainable variable through float tensors, and
+    // through tensors of any type.
+    DenseSet<Node *> Relevant, DependsOnVar;
     for (Node *N : Order) {
       if (isTrainable(*N)) {
         Relevant.insert(N);
+        DependsOnVar.insert(N);
         continue;
       }
-      for (const TensorRef &In : N->getInputs())
+      for (const TensorRef &In : N->getInputs()) {
+        if (DependsOnVar.count(In.N))
+          DependsOnVar.insert(N);
         if (Relevant.count(In.N) && isFloat(In.type().Elt)) {
           Relevant.insert(N);
           break;
         }
+      }
     }
-    if (!Relevant.count(CI.SumLoss))
+    // A loss whose gradients cannot reach the variables it depends on.
+    auto NoteBlocked = [&] {
+      if (!Blocked && DependsOnVar.count(CI.SumLoss))
+        Blocked = noGradientsError(CI.SumLoss, DependsOnVar, CI.Index);
+    };
+    if (!Relevant.count(CI.SumLoss)) {
+      NoteBlocked();
       continue;
+    }
 
     RecordingGradBuilder B(G);
     B.setStack(CI.Stack);
@@ -197,6 +253,11 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
       Roots.push_back(Grad.N);
     }
 
+    if (Roots.empty())
+      NoteBlocked();
+    else
+      AnyGradient = true;
+
     // Drop what the rules made that no gradient needs (e.g. the gradient of
     // the first layer's input).
     DenseSet<Node *> Created(B.Created.begin(), B.Created.end());
@@ -215,6 +276,8 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
       return Created.count(P) && !Needed.count(P);
     });
   }
+  if (Blocked && !AnyGradient)
+    return Blocked;
   S.GradientsBuilt = true;
   return Error::success();
 }
