@@ -49,6 +49,8 @@ Error PartitionPass::run(Graph &G, PassContext &Ctx) {
   DeployState &S = G.deployState();
   if (S.Partitioned)
     return makeError("partition: the graph is partitioned already");
+  if (Error E = requireTypes(G, getName()))
+    return E;
 
   // (tensor, destination device) -> Recv.
   std::map<std::tuple<Node *, unsigned, int>, Node *> Recvs;

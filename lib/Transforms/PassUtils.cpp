@@ -13,6 +13,16 @@
 using namespace llvm;
 using namespace mdplan;
 
+Error mdplan::requireTypes(const Graph &G, StringRef Pass) {
+  for (const auto &N : G.nodes())
+    for (unsigned I = 0, E = N->getNumOutputs(); I != E; ++I)
+      if (N->getOutputType(I).Elt == DType::Invalid)
+        return N->error("output " + Twine(I) + " has no type; " + Pass +
+                        " needs the types that infer-shapes sets (run "
+                        "infer-shapes before it)");
+  return Error::success();
+}
+
 UseMap mdplan::computeUses(const Graph &G) {
   UseMap Uses;
   for (const auto &N : G.nodes())

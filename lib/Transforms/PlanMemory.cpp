@@ -70,6 +70,8 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
     return makeError("plan-memory needs schedule to run first");
   if (S.MemoryPlanned)
     return makeError("plan-memory: memory is planned already");
+  if (Error E = requireTypes(G, getName()))
+    return E;
   for (const auto &N : G.nodes())
     for (unsigned I = 0, E = N->getNumOutputs(); I != E; ++I)
       if (N->getOutputType(I).byteSize() < 0)

@@ -24,6 +24,10 @@ inline llvm::Error requireReplicated(Graph &G, llvm::StringRef Pass) {
 }
 
 /// The consumers of every node output: (consumer, input index) pairs.
+/// An error at the first node (in graph order) with an output whose type
+/// was never inferred, for passes that need the types.
+llvm::Error requireTypes(const Graph &G, llvm::StringRef Pass);
+
 using UseMap =
     llvm::DenseMap<const Node *, llvm::SmallVector<std::pair<Node *, unsigned>, 4>>;
 UseMap computeUses(const Graph &G);
