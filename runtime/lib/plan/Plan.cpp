@@ -6,11 +6,14 @@
 
 #include "mdrt/Plan.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
+
+#include <sys/stat.h>
 
 using namespace mdrt;
 
@@ -373,14 +376,37 @@ PlanFile::fromBytes(std::vector<uint8_t> Bytes, const std::string &Name) {
 }
 
 StatusOr<std::unique_ptr<PlanFile>> PlanFile::load(const std::string &Path) {
-  std::ifstream In(Path, std::ios::binary);
-  if (!In)
-    return Status::error("cannot read plan '" + Path + "': " +
-                         std::strerror(errno));
-  std::vector<uint8_t> Bytes((std::istreambuf_iterator<char>(In)),
-                             std::istreambuf_iterator<char>());
-  if (In.bad())
-    return Status::error("cannot read plan '" + Path + "'");
+  // Plain C I/O: a std::filebuf throws std::ios_base::failure when reading
+  // fails (a directory, say), whatever the stream's exception mask.
+  auto CannotRead = [&](const std::string &Why) {
+    return Status::error("cannot read plan '" + Path + "': " + Why);
+  };
+  struct stat St;
+  if (::stat(Path.c_str(), &St) != 0)
+    return CannotRead(std::strerror(errno));
+  if (S_ISDIR(St.st_mode))
+    return CannotRead("it is a directory");
+  if (!S_ISREG(St.st_mode))
+    return CannotRead("not a regular file");
+  std::FILE *F = std::fopen(Path.c_str(), "rb");
+  if (!F)
+    return CannotRead(std::strerror(errno));
+  std::vector<uint8_t> Bytes;
+  try {
+    Bytes.reserve(size_t(St.st_size));
+    uint8_t Buf[1 << 16];
+    size_t N;
+    while ((N = std::fread(Buf, 1, sizeof(Buf), F)) > 0)
+      Bytes.insert(Bytes.end(), Buf, Buf + N);
+  } catch (const std::exception &E) {
+    std::fclose(F);
+    return CannotRead(E.what());
+  }
+  bool Failed = std::ferror(F);
+  int Err = errno;
+  std::fclose(F);
+  if (Failed)
+    return CannotRead(std::strerror(Err));
   return fromBytes(std::move(Bytes), Path);
 }
 
