@@ -332,6 +332,21 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
   auto Impl = std::make_unique<Trainer::Impl>(Plan, Opts, Log);
   if (Opts.DataDir.empty() && !Opts.Synthetic)
     return Status::error("no data: give --data=DIR or --synthetic");
+  // Paths that must be directories, checked before any work is done.
+  auto NotADirectory = [](const std::string &Flag,
+                          const std::string &Path) -> Status {
+    std::error_code EC;
+    auto St = std::filesystem::status(Path, EC);
+    if (std::filesystem::exists(St) && !std::filesystem::is_directory(St))
+      return Status::error(Flag + ": '" + Path + "' is not a directory");
+    return Status::ok();
+  };
+  if (!Opts.Synthetic && !Opts.DataDir.empty())
+    MDRT_RETURN_IF_ERROR(NotADirectory("--data", Opts.DataDir));
+  if (!Opts.CheckpointDir.empty())
+    MDRT_RETURN_IF_ERROR(NotADirectory("--checkpoint-dir", Opts.CheckpointDir));
+  if (Opts.CheckpointEvery > 0 && Opts.CheckpointDir.empty())
+    return Status::error("--checkpoint-every needs --checkpoint-dir");
   ExecutorOptions EO = Opts.Exec;
   EO.Seed = Opts.Seed;
   auto Exec = Executor::create(Plan, EO);
@@ -377,6 +392,7 @@ Status Trainer::run(TrainResult &R) {
       return Status::error("--resume needs --checkpoint-dir");
     MDRT_RETURN_IF_ERROR(T.resume(Step));
   }
+  const int64_t FirstStep = Step;
   int64_t Batch = T.Exec->batchSize(T.TrainProg);
   int64_t TraceFrom = O.TracePath.empty() ? -1 : Step + 1;
   int64_t TraceTo = TraceFrom + O.TraceSteps;
@@ -472,6 +488,7 @@ Status Trainer::run(TrainResult &R) {
     std::fprintf(stderr, "\r%*s\r", 90, "");
   double Elapsed = seconds() - Start;
   R.Steps = Step;
+  R.StepsRun = Step - FirstStep;
   R.Seconds = Elapsed;
   R.ExamplesPerSecond = double(Examples) / std::max(Elapsed, 1e-9);
   MDRT_RETURN_IF_ERROR(T.checkpoint(Step));

@@ -67,7 +67,10 @@ struct TrainOptions {
 
 /// What a run ended with.
 struct TrainResult {
+  /// The global step reached (counting the steps before a resume).
   int64_t Steps = 0;
+  /// The steps this run executed (Steps minus the resumed checkpoint's).
+  int64_t StepsRun = 0;
   double LastLoss = 0;
   /// Evaluation at the end: "loss" and every metric (means over examples).
   std::map<std::string, double> Eval;
