@@ -33,6 +33,9 @@ if config.have_cuda:
                              timeout=20)
         if out.returncode == 0 and b"GPU" in out.stdout:
             config.available_features.add("cuda")
+            if shutil.which("compute-sanitizer") or os.path.exists(
+                    "/usr/local/cuda/bin/compute-sanitizer"):
+                config.available_features.add("compute-sanitizer")
     except (OSError, subprocess.SubprocessError):
         pass
 if config.have_mpi and shutil.which("mpirun"):

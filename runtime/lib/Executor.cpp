@@ -210,13 +210,22 @@ Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
                     ? Opts.Threads
                     : int(std::max(1u, std::thread::hardware_concurrency()));
   int Gpus = -1;
+  if (!Opts.GpuMap.empty())
+    for (const fb::Device *D : *P->devices())
+      if (D->kind() == fb::DeviceKind::GPU &&
+          size_t(D->index()) >= Opts.GpuMap.size())
+        return Status::error("the GPU map has no entry for " +
+                             D->name()->str());
   for (const fb::Device *D : *P->devices()) {
     std::string Name = D->name()->str();
     if (D->kind() == fb::DeviceKind::GPU) {
       if (Gpus < 0)
         Gpus = cudaDeviceCount();
-      if (D->index() < Gpus) {
-        auto Dev = createCudaDevice(Name, D->index());
+      int Ordinal = D->index();
+      if (!Opts.GpuMap.empty())
+        Ordinal = Opts.GpuMap[size_t(D->index())];
+      if (Ordinal < Gpus) {
+        auto Dev = createCudaDevice(Name, Ordinal);
         if (!Dev.isOk())
           return Dev.status();
         Devices.push_back(Dev.take());

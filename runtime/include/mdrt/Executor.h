@@ -39,6 +39,10 @@ struct ExecutorOptions {
   /// waits on other devices, collectives) still runs eagerly between the
   /// graphs; notes() says how much was captured.
   bool CudaGraph = false;
+  /// The GPU that plan GPU index I runs on is GpuMap[I] (empty: GPU I).
+  /// Several plan GPUs may share one GPU, e.g. {0, 0} runs two clones
+  /// compiled for GPU:0 and GPU:1 on the first GPU.
+  std::vector<int> GpuMap;
 };
 
 /// Where the data pipeline writes one input of a program.
