@@ -117,10 +117,10 @@ int printCheckpoint(const std::string &Path) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int mdrunMain(int argc, char **argv) {
   TrainOptions T;
   std::string PlanPath, PrintCheckpoint;
-  bool DumpPlan = false, Help = false, Quiet = false;
+  bool DumpPlan = false, Help = false, Quiet = false, KeepGiven = false;
   int64_t I64 = 0;
   std::vector<Option> Opts = {
       {"data", "DIR", "IDX dataset directory (train and t10k splits)",
@@ -182,6 +182,7 @@ int main(int argc, char **argv) {
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 0);
          T.KeepCheckpoints = int(I64);
+         KeepGiven = true;
          return Ok;
        }},
       {"resume", nullptr, "continue from the latest checkpoint",
@@ -280,6 +281,13 @@ int main(int argc, char **argv) {
     std::cerr << "mdrun: error: give --steps or --epochs, not both\n";
     return 2;
   }
+  if (T.CheckpointDir.empty() && (T.CheckpointEvery > 0 || KeepGiven)) {
+    std::cerr << "mdrun: error: "
+              << (T.CheckpointEvery > 0 ? "--checkpoint-every"
+                                        : "--keep-checkpoints")
+              << " needs --checkpoint-dir\n";
+    return 2;
+  }
 
   auto Plan = PlanFile::load(PlanPath);
   if (!Plan.isOk()) {
@@ -306,9 +314,14 @@ int main(int argc, char **argv) {
     std::cerr << "mdrun: error: " << S.message() << '\n';
     return 1;
   }
-  std::cout << "done: " << R.Steps << " steps in " << R.Seconds << " s ("
-            << int64_t(R.ExamplesPerSecond) << " examples/s), last loss "
-            << R.LastLoss;
+  // After a resume, the steps this run executed (which the time and rate
+  // are about), then the global step reached.
+  std::cout << "done: " << R.StepsRun << " steps in " << R.Seconds << " s ("
+            << int64_t(R.ExamplesPerSecond) << " examples/s)";
+  if (R.StepsRun != R.Steps)
+    std::cout << ", global step " << R.Steps;
+  if (R.StepsRun > 0)
+    std::cout << ", last loss " << R.LastLoss;
   for (const auto &[K, V] : R.Eval)
     std::cout << ", test " << K << ' '
               << (K.find("accuracy") != std::string::npos
@@ -316,4 +329,17 @@ int main(int argc, char **argv) {
                       : std::to_string(V));
   std::cout << '\n';
   return 0;
+}
+
+int main(int argc, char **argv) {
+  // The runtime reports errors as Status; anything thrown is a bug, but
+  // still ends with a message and exit code 1, not an abort.
+  try {
+    return mdrunMain(argc, argv);
+  } catch (const std::exception &E) {
+    std::cerr << "mdrun: error: internal error: " << E.what() << '\n';
+  } catch (...) {
+    std::cerr << "mdrun: error: internal error: unknown exception\n";
+  }
+  return 1;
 }
