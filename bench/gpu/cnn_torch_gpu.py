@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Per-step time of the TF-tutorial CNN on one GPU, side by side in one run:
+mdrun (eager and --cuda-graph) against PyTorch eager and PyTorch with
+torch.cuda.graphs, same model, batch, optimizer and data.
+
+The model is examples/tf_tutorial_cnn.mdg: conv 5x5x32 SAME + ReLU, max-pool
+2, conv 5x5x64 SAME + ReLU, max-pool 2, dense 1024 + ReLU, dropout 0.4,
+dense 10; softmax cross-entropy; Adam(1e-3); batch 100; Fashion-MNIST in
+order. float32, no TF32 on either side (mdrun uses FMA math in cuBLAS and
+cuDNN; torch is told the same).
+
+  bench/gpu/cnn_torch_gpu.py --mdrun build-gpu/bin/mdrun \
+      --plan shared/gpu-carry/plans/cnn.mdp --data DIR [--steps 300]
+
+mdrun's time per step comes from its own wall clock over the steps after
+a warm-up run of the same length subtracted out (two runs of W and W+S
+steps: (t(W+S) - t(W)) / S, so start-up, data loading and the first steps
+do not count). PyTorch's is measured with CUDA events around S steps after
+W warm-up steps. Prints one line per variant and the ratios.
+"""
+import argparse
+import gzip
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big")
+            for i in range(ndim)]
+    return np.frombuffer(data, dtype=np.uint8,
+                         offset=4 + 4 * ndim).reshape(dims)
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 5, padding=2)
+        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
+        self.dense = nn.Linear(3136, 1024)
+        self.dropout = nn.Dropout(0.4)
+        self.logits = nn.Linear(1024, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = x.flatten(1)
+        x = self.dropout(F.relu(self.dense(x)))
+        return self.logits(x)
+
+
+def torch_step_ms(images, labels, batch, warmup, steps, graphs):
+    dev = torch.device("cuda")
+    torch.manual_seed(1)
+    model = CNN().to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3,
+                           capturable=graphs)
+    n = images.shape[0] // batch
+    xs = torch.from_numpy(images[:n * batch].astype(np.float32) / 255.0)
+    xs = xs.reshape(n, batch, 1, 28, 28).to(dev)
+    ys = torch.from_numpy(labels[:n * batch].astype(np.int64))
+    ys = ys.reshape(n, batch).to(dev)
+    sx = torch.empty_like(xs[0])
+    sy = torch.empty_like(ys[0])
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(model(sx), sy)
+        loss.backward()
+        opt.step()
+        return loss
+
+    if graphs:
+        # Warm up on a side stream, then capture one whole step.
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for i in range(3):
+                sx.copy_(xs[i % n])
+                sy.copy_(ys[i % n])
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static_loss = step()
+
+        def run(i):
+            sx.copy_(xs[i % n])
+            sy.copy_(ys[i % n])
+            g.replay()
+    else:
+        def run(i):
+            sx.copy_(xs[i % n])
+            sy.copy_(ys[i % n])
+            step()
+
+    for i in range(warmup):
+        run(i)
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    for i in range(steps):
+        run(warmup + i)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / steps
+
+
+def mdrun_seconds(mdrun, plan, data, steps, extra):
+    cmd = [mdrun, plan, "--data=" + data, "--steps=%d" % steps,
+           "--no-shuffle", "--no-eval", "--log-every=0", "--no-progress"]
+    cmd += extra
+    t = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if out.returncode != 0:
+        sys.exit("mdrun failed: %s\n%s" % (" ".join(cmd), out.stderr))
+    m = re.search(r"done: \d+ steps in ([0-9.e+-]+) s", out.stdout)
+    return (float(m.group(1)) if m else wall), out.stdout + out.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mdrun", required=True)
+    ap.add_argument("--plan", required=True,
+                    help="the CNN planned for one GPU (batch 100)")
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--steps", type=int, default=300)
+    a = ap.parse_args()
+
+    # Same precision on both sides: no TF32.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+
+    images = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz"))
+    labels = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))
+
+    rows = []
+    for name, extra in (("mdrun", []), ("mdrun --cuda-graph", ["--cuda-graph"])):
+        t0, _ = mdrun_seconds(a.mdrun, a.plan, a.data, a.warmup, extra)
+        t1, log = mdrun_seconds(a.mdrun, a.plan, a.data, a.warmup + a.steps,
+                                extra)
+        rows.append((name, 1000.0 * (t1 - t0) / a.steps))
+        for line in log.splitlines():
+            if line.startswith("note: cuda graph"):
+                print(line)
+    rows.append(("torch eager", torch_step_ms(images, labels, a.batch,
+                                              a.warmup, a.steps, False)))
+    rows.append(("torch cuda graph", torch_step_ms(images, labels, a.batch,
+                                                   a.warmup, a.steps, True)))
+
+    print("CNN, batch %d, %d steps after %d warm-up, %s, torch %s" % (
+        a.batch, a.steps, a.warmup, torch.cuda.get_device_name(0),
+        torch.__version__))
+    for name, ms in rows:
+        print("  %-20s %8.3f ms/step" % (name, ms))
+    base = dict(rows)
+    for m in ("mdrun", "mdrun --cuda-graph"):
+        for t in ("torch eager", "torch cuda graph"):
+            print("  %-20s / %-18s %.2fx" % (m, t, base[m] / base[t]))
+
+
+if __name__ == "__main__":
+    main()
