@@ -1,0 +1,70 @@
+#!/bin/bash
+# Prepares what tools/gpu/run-gpu-checks.sh needs on a GPU machine that has
+# nvcc, CMake, ninja and PyTorch but no internet, no apt, no LLVM, Protobuf
+# or FlatBuffers: run it here (a machine with the full build) and copy the
+# repository with shared/gpu-carry/ along.
+#
+#   tools/gpu/pack.sh [BUILD_DIR]     (default: build-cuda, else build)
+#
+# shared/gpu-carry/ then holds:
+#   flatbuffers/include/flatbuffers/  the FlatBuffers headers
+#   plan_generated.h                  the generated plan schema header
+#   zlib/include/                     zlib.h and zconf.h (zlib1g-dev may be
+#                                     missing there; libz.so.1 never is)
+#   fashion-mnist/                    the dataset (gzipped IDX)
+#   plans/*.mdp                       the plans of the checks, compiled here
+#   cpu/*.log                         per-step losses of those plans on this
+#                                     machine's CPU (soft placement)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-}
+if [ -z "$BUILD" ]; then
+  for B in "$ROOT/build-cuda" "$ROOT/build"; do
+    [ -x "$B/bin/mdplan" ] && BUILD=$B && break
+  done
+fi
+[ -x "$BUILD/bin/mdplan" ] || { echo "pack.sh: no mdplan in '$BUILD'" >&2; exit 1; }
+MDPLAN=$BUILD/bin/mdplan
+MDRUN=$BUILD/bin/mdrun
+DATA=/usr/share/datasets/fashion-mnist
+OUT=$ROOT/shared/gpu-carry
+rm -rf "$OUT"
+mkdir -p "$OUT/flatbuffers/include" "$OUT/zlib/include" "$OUT/plans" "$OUT/cpu"
+
+cp -r /usr/include/flatbuffers "$OUT/flatbuffers/include/"
+cp "$BUILD/schema/mdplan/plan_generated.h" "$OUT/plan_generated.h"
+cp /usr/include/zlib.h /usr/include/zconf.h "$OUT/zlib/include/"
+cp -r "$DATA" "$OUT/fashion-mnist"
+cp "$ROOT/test/mdrun/Inputs/compare_losses.py" "$OUT/"
+
+P=$OUT/plans
+# One GPU, the compiler's default placement (and the mirrored variant, with
+# the variables and updates on the GPU).
+"$MDPLAN" "$ROOT/examples/fashion_mlp.mdg" --num-clones=1 -o "$P/mlp.mdp"
+"$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 -o "$P/cnn.mdp"
+"$MDPLAN" "$ROOT/examples/fashion_mlp.mdg" --num-clones=1 \
+  --strategy=mirrored -o "$P/mlp-mirrored.mdp"
+"$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \
+  --strategy=mirrored -o "$P/cnn-mirrored.mdp"
+# Clones sharing one GPU (run with --gpu-map=0,0,0,0) against one clone.
+for n in 1 2 4; do
+  for s in ps mirrored; do
+    "$MDPLAN" "$ROOT/examples/fashion_mlp.mdg" --num-clones=$n \
+      --gpus-per-worker=$n --strategy=$s --global-batch=64 --optimizer=sgd \
+      --learning-rate=0.1 -o "$P/shared-$n-$s.mdp"
+  done
+done
+# Small plans for compute-sanitizer.
+"$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \
+  --global-batch=16 -o "$P/cnn-small.mdp"
+"$MDPLAN" "$ROOT/examples/fashion_mlp.mdg" --num-clones=2 --gpus-per-worker=2 \
+  --strategy=mirrored --global-batch=16 -o "$P/mlp-small-shared.mdp"
+
+# The CPU's losses of the one-GPU plans (the GPU machine recomputes them too).
+for m in mlp cnn mlp-mirrored cnn-mirrored; do
+  env CUDA_VISIBLE_DEVICES= "$MDRUN" "$P/$m.mdp" --soft-placement \
+    --data="$DATA" --steps=20 --no-shuffle --no-eval --print-losses \
+    --log-every=0 > "$OUT/cpu/$m.log"
+done
+git -C "$ROOT" rev-parse HEAD > "$OUT/commit" 2>/dev/null || true
+du -sh "$OUT"
