@@ -13,8 +13,8 @@
 //  - collectives: a device's all-reduces run in bucket order, the same order
 //    on every device.
 // Then one topological order of the whole graph is taken, sends and
-// collectives first among the ready nodes (so communication starts as early
-// as possible), ties broken by graph order; each device's list is that order
+// collectives first among the ready nodes, then the nodes they read (so
+// communication starts as early as possible), ties broken by graph order; each device's list is that order
 // restricted to the device. Control edges between devices are the plan's
 // synchronisation points.
 //
@@ -25,6 +25,8 @@
 #include "mdplan/IR/Verifier.h"
 #include "mdplan/Transforms/Pass.h"
 #include "mdplan/Transforms/PassUtils.h"
+
+#include "llvm/ADT/DenseSet.h"
 
 #include <queue>
 
@@ -125,9 +127,23 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
     }
     Pending[N] = Count;
   }
-  auto Key = [](Node *N) {
-    bool Comm = isa(*N, OpKind::Send) || N->getOp().is(OF_Collective);
-    return std::make_pair(Comm ? 0u : 1u, N->getId());
+  // Among the ready nodes: communication first, then the nodes whose
+  // output is communicated (a gradient's final AddN, which adds the
+  // regularizer's gradient after the backward pass has gone on, feeds an
+  // all-reduce bucket or a Send), then graph order. So a bucket starts as
+  // soon as its last gradient is computed, not after the whole backward
+  // pass.
+  auto IsComm = [](const Node &N) {
+    return isa(N, OpKind::Send) || N.getOp().is(OF_Collective);
+  };
+  DenseSet<const Node *> FeedsComm;
+  for (const auto &NP : G.nodes())
+    if (IsComm(*NP))
+      for (const TensorRef &In : NP->getInputs())
+        FeedsComm.insert(In.N);
+  auto Key = [&](Node *N) {
+    unsigned Rank = IsComm(*N) ? 0u : FeedsComm.count(N) ? 1u : 2u;
+    return std::make_pair(Rank, N->getId());
   };
   auto Cmp = [&](Node *A, Node *B) { return Key(A) > Key(B); };
   std::priority_queue<Node *, std::vector<Node *>, decltype(Cmp)> Ready(Cmp);
