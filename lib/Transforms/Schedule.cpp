@@ -14,9 +14,9 @@
 //    on every device.
 // Then one topological order of the whole graph is taken, sends and
 // collectives first among the ready nodes, then the nodes they read (so
-// communication starts as early as possible), ties broken by graph order; each device's list is that order
-// restricted to the device. Control edges between devices are the plan's
-// synchronisation points.
+// communication starts as early as possible), ties broken by graph order;
+// each device's list is that order restricted to the device. Control edges
+// between devices are the plan's synchronisation points.
 //
 //===----------------------------------------------------------------------===//
 
