@@ -49,7 +49,10 @@ std::string Cluster::whyMissing(const DeviceSpec &D) const {
                  ? std::string("the worker tasks have no GPU")
                  : "the worker tasks have " + std::to_string(GpusPerWorker) +
                        " GPU" + (GpusPerWorker == 1 ? "" : "s") +
-                       ", GPU:0 to GPU:" + std::to_string(GpusPerWorker - 1);
+                       (GpusPerWorker == 1
+                            ? std::string(", GPU:0")
+                            : ", GPU:0 to GPU:" +
+                                  std::to_string(GpusPerWorker - 1));
     return "";
   }
   return "the cluster has no devices of type '" + *D.Type + "'";
@@ -90,6 +93,20 @@ SourceLoc DeploymentConfig::originOf(StringRef Name) const {
   return It == Origins.end() ? DefaultOrigin : It->second;
 }
 
+SourceLoc DeploymentConfig::originOf(ArrayRef<StringRef> Names) const {
+  for (StringRef N : Names) {
+    auto It = Origins.find(N);
+    if (It != Origins.end())
+      return It->second;
+  }
+  return DefaultOrigin;
+}
+
+/// "1 clone", "2 clones".
+static std::string plural(int64_t N, StringRef Noun) {
+  return std::to_string(N) + " " + Noun.str() + (N == 1 ? "" : "s");
+}
+
 static bool validJobName(StringRef N) {
   for (char C : N)
     if (!isAlnum(C) && C != '_' && C != '-' && C != '.')
@@ -98,80 +115,95 @@ static bool validJobName(StringRef N) {
 }
 
 Error DeploymentConfig::validate() const {
-  auto Fail = [&](StringRef Field, const Twine &Msg) {
-    return makeError(originOf(Field), Msg);
+  // An error is located at the first of the settings involved that was
+  // given (the one it names first), so that a check about a field left at
+  // its default points at the setting that made it fail.
+  auto Fail = [&](ArrayRef<StringRef> Fields, const Twine &Msg) {
+    return makeError(originOf(Fields), Msg);
   };
   bool Ps = Strat == Strategy::ParameterServer;
   // model_deploy's checks, in its order.
   if (Ps && NumReplicas > 1 && NumPsTasks < 1)
-    return Fail("num_ps_tasks",
+    return Fail({"num_ps_tasks", "num_replicas"},
                 "when using replicas num_ps_tasks must be positive");
   if (NumReplicas > 1 || NumPsTasks > 0) {
     if (WorkerJobName.empty())
-      return Fail("worker_job_name",
+      return Fail({"worker_job_name", "num_replicas", "num_ps_tasks"},
                   "must specify worker_job_name when using replicas");
     if (Ps && PsJobName.empty())
-      return Fail("ps_job_name",
+      return Fail({"ps_job_name", "num_ps_tasks", "num_replicas"},
                   "must specify ps_job_name when using parameter server");
   }
   if (ReplicaId >= NumReplicas)
-    return Fail("replica_id", "replica_id must be less than num_replicas");
+    return Fail({"replica_id", "num_replicas"},
+                "replica_id must be less than num_replicas");
 
   // mdplan's own checks.
   if (NumClones < 1)
-    return Fail("num_clones",
+    return Fail({"num_clones"},
                 "num_clones must be at least 1, got " + Twine(NumClones));
   if (NumReplicas < 1)
-    return Fail("num_replicas",
+    return Fail({"num_replicas"},
                 "num_replicas must be at least 1, got " + Twine(NumReplicas));
   if (NumPsTasks < 0)
-    return Fail("num_ps_tasks",
+    return Fail({"num_ps_tasks"},
                 "num_ps_tasks must not be negative, got " + Twine(NumPsTasks));
   if (ReplicaId < 0)
-    return Fail("replica_id",
+    return Fail({"replica_id"},
                 "replica_id must not be negative, got " + Twine(ReplicaId));
   if (!validJobName(WorkerJobName))
-    return Fail("worker_job_name",
+    return Fail({"worker_job_name"},
                 "invalid worker_job_name '" + WorkerJobName +
                     "': use letters, digits, '_', '-' and '.'");
   if (!validJobName(PsJobName))
-    return Fail("ps_job_name", "invalid ps_job_name '" + PsJobName +
-                                   "': use letters, digits, '_', '-' and '.'");
+    return Fail({"ps_job_name"},
+                "invalid ps_job_name '" + PsJobName +
+                    "': use letters, digits, '_', '-' and '.'");
   if (NumPsTasks > 0 && WorkerJobName == PsJobName)
-    return Fail("ps_job_name", "worker_job_name and ps_job_name are both '" +
-                                   PsJobName + "'");
+    return Fail({"ps_job_name", "worker_job_name", "num_ps_tasks"},
+                "worker_job_name and ps_job_name are both '" + PsJobName + "'");
   if (!Ps && NumPsTasks > 0)
-    return Fail("strategy", "the mirrored strategy uses no parameter servers; "
-                            "num_ps_tasks must be 0");
+    return Fail({"strategy", "num_ps_tasks"},
+                "the mirrored strategy uses no parameter servers; "
+                "num_ps_tasks must be 0");
   if (GpusPerWorker < -1)
-    return Fail("gpus_per_worker", "gpus_per_worker must not be negative");
+    return Fail({"gpus_per_worker"}, "gpus_per_worker must not be negative");
   if (!CloneOnCPU && GpusPerWorker >= 0 && NumClones > GpusPerWorker &&
       !SoftPlacement)
-    return Fail("gpus_per_worker",
-                Twine(NumClones) + " clones on GPUs need " + Twine(NumClones) +
-                    " GPUs per worker, but gpus_per_worker is " +
-                    Twine(GpusPerWorker) +
-                    " (use clone_on_cpu or soft placement)");
+    return Fail(
+        {"gpus_per_worker", "num_clones"},
+        plural(NumClones, "clone") +
+            (NumClones == 1 ? " on GPU needs " : " on GPUs need ") +
+            plural(NumClones, "GPU") + " per worker, but gpus_per_worker is " +
+            Twine(GpusPerWorker) + " (use clone_on_cpu or soft placement)");
   if (BatchPerClone && GlobalBatch)
-    return Fail("global_batch",
+    return Fail({"global_batch", "batch_per_clone"},
                 "give the batch size per clone or global, not both");
   if (BatchPerClone < 0)
-    return Fail("batch_per_clone", "batch size must be positive, got " +
-                                       Twine(BatchPerClone));
+    return Fail({"batch_per_clone"},
+                "batch size must be positive, got " + Twine(BatchPerClone));
   if (GlobalBatch < 0)
-    return Fail("global_batch",
+    return Fail({"global_batch"},
                 "batch size must be positive, got " + Twine(GlobalBatch));
   if (GlobalBatch && GlobalBatch % NumClones)
-    return Fail("global_batch", "global batch of " + Twine(GlobalBatch) +
-                                    " cannot be split evenly over " +
-                                    Twine(NumClones) + " clones");
-  if (FirstBucketBytes < 0 || BucketBytes < 0)
-    return Fail("bucket_bytes", "bucket sizes must not be negative");
+    return Fail({"global_batch", "num_clones"},
+                "global batch of " + Twine(GlobalBatch) +
+                    " cannot be split evenly over " +
+                    plural(NumClones, "clone"));
+  if (FirstBucketBytes < 0)
+    return Fail({"first_bucket_bytes", "bucket_bytes"},
+                "bucket sizes must not be negative");
+  if (BucketBytes < 0)
+    return Fail({"bucket_bytes", "first_bucket_bytes"},
+                "bucket sizes must not be negative");
   if (Optimizer) {
-    if (!(Optimizer->LearningRate > 0))
-      return Fail("learning_rate", "learning rate must be positive");
-    if (Optimizer->DecaySteps < 0)
-      return Fail("decay_steps", "decay_steps must not be negative");
+    // Fields not given keep their (valid) defaults; the graph file's
+    // optimizer is checked by the reader, at its location.
+    for (StringRef Field : optimizerValueFields()) {
+      std::string Why = checkOptimizerField(*Optimizer, Field);
+      if (!Why.empty())
+        return Fail(Field, Why);
+    }
   }
   return Error::success();
 }

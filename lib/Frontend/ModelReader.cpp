@@ -600,7 +600,8 @@ Error ModelBuilder::collection(const pb::RepeatedPtrField<std::string> &Names,
 
 static OptimizerSettings convertOptimizer(const desc::Optimizer &O,
                                           OptimizerSettings S) {
-  S.K = OptimizerSettings::Kind(O.kind());
+  if (O.has_kind())
+    S.K = OptimizerSettings::Kind(O.kind());
   if (O.has_learning_rate())
     S.LearningRate = O.learning_rate();
   if (O.has_momentum())
@@ -618,6 +619,28 @@ static OptimizerSettings convertOptimizer(const desc::Optimizer &O,
   if (O.has_decay_rate())
     S.DecayRate = O.decay_rate();
   return S;
+}
+
+/// Calls \p F with the name of every numeric field \p O sets.
+template <typename FnT>
+static void forEachSetField(const desc::Optimizer &O, FnT F) {
+  const pb::Reflection *R = O.GetReflection();
+  for (StringRef Field : optimizerValueFields())
+    if (R->HasField(O, O.GetDescriptor()->FindFieldByName(Field.str())))
+      F(Field);
+}
+
+/// Checks the fields \p O sets (as converted into \p S), at their
+/// locations.
+static Error checkOptimizer(const desc::Optimizer &O,
+                            const OptimizerSettings &S, const Locator &L) {
+  Error Err = Error::success();
+  forEachSetField(O, [&](StringRef Field) {
+    std::string Why = checkOptimizerField(S, Field);
+    if (!Why.empty() && !Err)
+      Err = makeError(L.at(O, Field), Why);
+  });
+  return Err;
 }
 
 Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
@@ -699,11 +722,16 @@ Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
   }
   if (M.has_training()) {
     const desc::Training &T = M.training();
-    if (T.has_optimizer())
-      G.setOptimizer(convertOptimizer(T.optimizer(), OptimizerSettings()));
+    Locator TL = L.nested(M, "training");
+    if (T.has_optimizer()) {
+      OptimizerSettings S =
+          convertOptimizer(T.optimizer(), OptimizerSettings());
+      if (Error E = checkOptimizer(T.optimizer(), S, TL.nested(T, "optimizer")))
+        return E;
+      G.setOptimizer(S);
+    }
     if (T.batch_size() < 0)
-      return makeError(L.nested(M, "training").at(T, "batch_size"),
-                       "batch size must be positive");
+      return makeError(TL.at(T, "batch_size"), "batch size must be positive");
     G.setDefaultBatchSize(T.batch_size());
   }
   return verifyGraph(G);
@@ -860,6 +888,11 @@ Error mdplan::readDeploymentBuffer(StringRef Contents, StringRef Name,
   if (D.has_gpus_per_worker()) {
     C.GpusPerWorker = D.gpus_per_worker();
     Set("gpus_per_worker");
+    // -1 ("one per clone") is the default, not a value to write.
+    if (C.GpusPerWorker < 0)
+      return makeError(C.Origins["gpus_per_worker"],
+                       "gpus_per_worker must not be negative, got " +
+                           Twine(C.GpusPerWorker));
   }
   if (D.has_soft_placement()) {
     C.SoftPlacement = D.soft_placement();
@@ -872,26 +905,27 @@ Error mdplan::readDeploymentBuffer(StringRef Contents, StringRef Name,
   if (D.has_first_bucket_bytes()) {
     C.FirstBucketBytes = D.first_bucket_bytes();
     Set("first_bucket_bytes");
-    C.Origins["bucket_bytes"] = C.Origins["first_bucket_bytes"];
   }
   if (D.has_bucket_bytes()) {
     C.BucketBytes = D.bucket_bytes();
     Set("bucket_bytes");
   }
   if (D.has_optimizer()) {
+    // Only the fields given override the graph file's (and the flags
+    // override these); each is located at its own field.
     const desc::Optimizer &O = D.optimizer();
-    C.Optimizer = convertOptimizer(O, C.Optimizer.value_or(OptimizerSettings()));
-    C.OptimizerFieldsSet["kind"] = true;
-    for (StringRef F : {"learning_rate", "momentum", "nesterov", "beta1",
-                        "beta2", "epsilon", "decay_steps", "decay_rate"}) {
-      const pb::FieldDescriptor *FD =
-          O.GetDescriptor()->FindFieldByName(std::string(F));
-      if (O.GetReflection()->HasField(O, FD))
-        C.OptimizerFieldsSet[F] = true;
-    }
-    SourceLoc OL = L.at(D, "optimizer");
-    C.Origins["learning_rate"] = OL;
-    C.Origins["decay_steps"] = OL;
+    Locator OL = L.nested(D, "optimizer");
+    C.Optimizer =
+        convertOptimizer(O, C.Optimizer.value_or(OptimizerSettings()));
+    auto SetField = [&](StringRef F) {
+      C.OptimizerFieldsSet[F] = true;
+      C.Origins[F] = OL.at(O, F);
+    };
+    if (O.has_kind())
+      SetField("kind");
+    if (O.has_nesterov())
+      SetField("nesterov");
+    forEachSetField(O, SetField);
   }
   return Error::success();
 }

@@ -111,6 +111,34 @@ StringRef mdplan::optimizerKindName(OptimizerSettings::Kind K) {
   llvm_unreachable("bad optimizer");
 }
 
+ArrayRef<StringRef> mdplan::optimizerValueFields() {
+  static const StringRef Fields[] = {"learning_rate", "momentum", "beta1",
+                                     "beta2",         "epsilon",  "decay_steps",
+                                     "decay_rate"};
+  return Fields;
+}
+
+std::string mdplan::checkOptimizerField(const OptimizerSettings &O,
+                                        StringRef Field) {
+  // Written so that NaN fails every check.
+  auto Fraction = [](double V) { return V >= 0 && V < 1; };
+  if (Field == "learning_rate")
+    return O.LearningRate > 0 ? "" : "learning rate must be positive";
+  if (Field == "momentum")
+    return O.Momentum >= 0 ? "" : "momentum must not be negative";
+  if (Field == "beta1")
+    return Fraction(O.Beta1) ? "" : "beta1 must be in [0, 1)";
+  if (Field == "beta2")
+    return Fraction(O.Beta2) ? "" : "beta2 must be in [0, 1)";
+  if (Field == "epsilon")
+    return O.Epsilon > 0 ? "" : "epsilon must be positive";
+  if (Field == "decay_steps")
+    return O.DecaySteps >= 0 ? "" : "decay_steps must not be negative";
+  if (Field == "decay_rate")
+    return O.DecayRate > 0 ? "" : "decay_rate must be positive";
+  return "";
+}
+
 StringRef Node::getOpName() const { return Op->Name; }
 
 void Node::addControlInput(Node *N) {

@@ -71,7 +71,78 @@ optimizer { kind: MOMENTUM learning_rate: 0.1 momentum: 0.5 }
   EXPECT_EQ(errorMessage(C.validate()), "");
   EXPECT_EQ(C.originOf("num_clones").str(), "d.cfg:2:1");
   EXPECT_EQ(C.originOf("ps_job_name").str(), "d.cfg:8:1");
-  EXPECT_EQ(C.originOf("learning_rate").str(), "d.cfg:16:1");
+  // Optimizer fields are located at the field itself, inside the block.
+  EXPECT_EQ(C.originOf("learning_rate").str(), "d.cfg:16:28");
+  EXPECT_EQ(C.originOf("momentum").str(), "d.cfg:16:47");
+  EXPECT_TRUE(C.OptimizerFieldsSet.lookup("kind"));
+}
+
+// An optimizer block without a kind leaves the kind alone (proto3 optional):
+// it does not turn the graph file's Adam into SGD.
+TEST(DeploymentReaderTest, OptimizerWithoutKind) {
+  DeploymentConfig C;
+  llvm::Error E =
+      readDeploymentBuffer("optimizer { learning_rate: 0.01 }\n", "d.cfg", C);
+  ASSERT_FALSE(bool(E)) << errorMessage(std::move(E));
+  EXPECT_FALSE(C.OptimizerFieldsSet.lookup("kind"));
+  EXPECT_TRUE(C.OptimizerFieldsSet.lookup("learning_rate"));
+  OptimizerSettings Graph;
+  Graph.K = OptimizerSettings::Kind::Adam;
+  OptimizerSettings O = C.resolveOptimizer(Graph);
+  EXPECT_EQ(O.K, OptimizerSettings::Kind::Adam);
+  EXPECT_EQ(O.LearningRate, 0.01);
+}
+
+TEST(DeploymentReaderTest, OptimizerValueErrors) {
+  auto Err = [](llvm::StringRef Text) {
+    DeploymentConfig C;
+    if (llvm::Error E = readDeploymentBuffer(Text, "d.cfg", C))
+      return printed(std::move(E));
+    return printed(C.validate());
+  };
+  EXPECT_EQ(Err("optimizer {\n  learning_rate: 0\n}\n"),
+            "d.cfg:2:3: error: learning rate must be positive");
+  EXPECT_EQ(Err("optimizer { kind: MOMENTUM momentum: -0.5 }\n"),
+            "d.cfg:1:28: error: momentum must not be negative");
+  EXPECT_EQ(Err("optimizer { beta1: 1 }\n"),
+            "d.cfg:1:13: error: beta1 must be in [0, 1)");
+  EXPECT_EQ(Err("optimizer { beta2: -0.1 }\n"),
+            "d.cfg:1:13: error: beta2 must be in [0, 1)");
+  EXPECT_EQ(Err("optimizer { epsilon: 0 }\n"),
+            "d.cfg:1:13: error: epsilon must be positive");
+  EXPECT_EQ(Err("optimizer { decay_steps: -1 }\n"),
+            "d.cfg:1:13: error: decay_steps must not be negative");
+  EXPECT_EQ(Err("optimizer { decay_rate: 0 }\n"),
+            "d.cfg:1:13: error: decay_rate must be positive");
+  EXPECT_EQ(Err("gpus_per_worker: -1\n"),
+            "d.cfg:1:1: error: gpus_per_worker must not be negative, got -1");
+}
+
+// A check about a setting left at its default is located at the setting
+// that was given and made it fail.
+TEST(DeploymentReaderTest, ErrorsPointAtTheFieldSet) {
+  auto Err = [](llvm::StringRef Text) {
+    DeploymentConfig C;
+    C.DefaultOrigin = SourceLoc{internFileName("<command line>"), 0, 0};
+    if (llvm::Error E = readDeploymentBuffer(Text, "d.cfg", C))
+      return printed(std::move(E));
+    return printed(C.validate());
+  };
+  EXPECT_EQ(Err("\nnum_replicas: 2\n"),
+            "d.cfg:2:1: error: when using replicas num_ps_tasks must be "
+            "positive");
+  EXPECT_EQ(Err("num_ps_tasks: 1\nps_job_name: \"worker\"\n"),
+            "d.cfg:2:1: error: worker_job_name and ps_job_name are both "
+            "'worker'");
+  EXPECT_EQ(Err("num_ps_tasks: 1\nworker_job_name: \"ps\"\n"),
+            "d.cfg:2:1: error: worker_job_name and ps_job_name are both 'ps'");
+  EXPECT_EQ(Err("num_replicas: 2\nnum_ps_tasks: 1\nreplica_id: 0\n"
+                "strategy: \"mirrored\"\n"),
+            "d.cfg:4:1: error: the mirrored strategy uses no parameter "
+            "servers; num_ps_tasks must be 0");
+  EXPECT_EQ(Err("num_clones: 3\nglobal_batch: 8\n"),
+            "d.cfg:2:1: error: global batch of 8 cannot be split evenly over "
+            "3 clones");
 }
 
 TEST(DeploymentReaderTest, UnsetFieldsKeepDefaults) {

@@ -131,6 +131,9 @@ public:
 
   /// The location of setting \p Name for messages.
   SourceLoc originOf(llvm::StringRef Name) const;
+  /// The location of the first of \p Names that was given (DefaultOrigin
+  /// when none was).
+  SourceLoc originOf(llvm::ArrayRef<llvm::StringRef> Names) const;
 };
 
 /// Creates the stack entry for the variables device in \p G: a spec without

@@ -258,6 +258,13 @@ struct OptimizerSettings {
   double DecayRate = 1.0;
 };
 llvm::StringRef optimizerKindName(OptimizerSettings::Kind K);
+/// The numeric fields of OptimizerSettings, by their graph-format names:
+/// learning_rate, momentum, beta1, beta2, epsilon, decay_steps, decay_rate.
+llvm::ArrayRef<llvm::StringRef> optimizerValueFields();
+/// What is wrong with field \p Field (one of optimizerValueFields()) of
+/// \p O, e.g. "learning rate must be positive"; "" when it is valid.
+std::string checkOptimizerField(const OptimizerSettings &O,
+                                llvm::StringRef Field);
 
 /// Named outputs in insertion order.
 using NamedOutputs =
