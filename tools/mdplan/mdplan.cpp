@@ -17,6 +17,7 @@
 #include "mdplan/Frontend/ModelWriter.h"
 #include "mdplan/IR/DeployState.h"
 #include "mdplan/Plan/Compiler.h"
+#include "mdplan/Plan/PlanEmitter.h"
 #include "mdplan/Transforms/Pass.h"
 
 #include "mdrt/Plan.h"
@@ -264,6 +265,16 @@ static Error buildConfig(DeploymentConfig &C, SourceMgr &SM) {
     C.BatchPerClone = 0;
   if (CloneIndex.getNumOccurrences())
     C.Origins["clone_index"] = C.DefaultOrigin;
+  // -1 is these flags' "not given" value; written explicitly it is an error
+  // like any other negative count.
+  if (GpusPerWorker.getNumOccurrences() && GpusPerWorker < 0)
+    return makeError(C.DefaultOrigin,
+                     "--gpus-per-worker must not be negative, got " +
+                         Twine(GpusPerWorker));
+  if (CloneIndex.getNumOccurrences() && CloneIndex < 0)
+    return makeError(C.DefaultOrigin, "--clone-index must not be negative, "
+                                      "got " +
+                                          Twine(CloneIndex));
   return C.validate();
 }
 
@@ -288,7 +299,9 @@ static void printDeployment(const DeploymentConfig &C, raw_ostream &OS) {
      << (C.hasCachingDevice() ? "the reading op's device" : "none") << '\n';
   Cluster Cl = C.cluster();
   OS << "cluster " << Cl.WorkerJob << " x" << Cl.NumWorkers << " (CPU:0";
-  if (Cl.GpusPerWorker)
+  if (Cl.GpusPerWorker == 1)
+    OS << ", GPU:0";
+  else if (Cl.GpusPerWorker)
     OS << ", GPU:0-" << Cl.GpusPerWorker - 1;
   OS << ")";
   if (Cl.NumPs)
@@ -428,6 +441,8 @@ static Error runTool(SourceMgr &SM) {
 
 int main(int argc, char **argv) {
   InitLLVM X(argc, argv);
+  // mdplan's own version (CMake's project version), not LLVM's.
+  cl::SetVersionPrinter([](raw_ostream &OS) { OS << planProducer() << '\n'; });
   cl::HideUnrelatedOptions({&MainCat, &DeployCat, &OptCat});
   cl::ParseCommandLineOptions(
       argc, argv,
