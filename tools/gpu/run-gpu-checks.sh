@@ -32,16 +32,20 @@ mkdir -p "$OUT"
 export PATH=$PATH:/usr/local/cuda/bin
 DATA=$CARRY/fashion-mnist
 
-# Build (runtime only).
+# Build (runtime only). The carried headers are copied out of the source
+# tree: CMake refuses exported include directories inside it.
+HDRS=${TMPDIR:-/tmp}/mdplan-gpu-headers
+rm -rf "$HDRS" && mkdir -p "$HDRS"
+cp -r "$CARRY/flatbuffers" "$CARRY/zlib" "$CARRY/plan_generated.h" "$HDRS/"
 ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DMDPLAN_BUILD_COMPILER=OFF
       -DMDPLAN_BUILD_TESTS=OFF -DMDPLAN_ENABLE_MPI=OFF
-      -DMDPLAN_FLATBUFFERS_INCLUDE_DIR="$CARRY/flatbuffers/include"
-      -DMDPLAN_PREGENERATED_PLAN_HEADER="$CARRY/plan_generated.h"
+      -DMDPLAN_FLATBUFFERS_INCLUDE_DIR="$HDRS/flatbuffers/include"
+      -DMDPLAN_PREGENERATED_PLAN_HEADER="$HDRS/plan_generated.h"
       -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-native}")
 command -v nvcc > /dev/null || ARGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 if [ ! -e /usr/include/zlib.h ]; then
   LIBZ=$(ls /usr/lib/x86_64-linux-gnu/libz.so* /lib/x86_64-linux-gnu/libz.so* 2>/dev/null | head -1)
-  ARGS+=(-DZLIB_INCLUDE_DIR="$CARRY/zlib/include" -DZLIB_LIBRARY="$LIBZ")
+  ARGS+=(-DZLIB_INCLUDE_DIR="$HDRS/zlib/include" -DZLIB_LIBRARY="$LIBZ")
 fi
 echo "== build: cmake ${ARGS[*]}"
 cmake -S "$ROOT" -B "$BUILD" "${ARGS[@]}" > "$OUT/cmake.log" 2>&1 || {
