@@ -357,9 +357,8 @@ Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
   if (!P.device().empty()) {
     auto D = DeviceSpec::parse(P.device());
     if (!D)
-      return makeError(L.at(P, "device"), "invalid device '" + P.device() +
-                                              "': " +
-                                              errorMessage(D.takeError()));
+      return makeError(L.at(P, "device"),
+                       "invalid device: " + errorMessage(D.takeError()));
     N->setRequestedDevice(*D);
   }
   Pending.push_back(PendingNode{N, &P, L, Prefixes});
@@ -442,8 +441,7 @@ Error ModelBuilder::addScope(const desc::Scope &S, const Locator &L,
     E.Loc = L.at(S, "device");
     auto D = DeviceSpec::parse(S.device());
     if (!D)
-      return makeError(E.Loc, "invalid device '" + S.device() +
-                                  "': " + errorMessage(D.takeError()));
+      return makeError(E.Loc, "invalid device: " + errorMessage(D.takeError()));
     E.K = DeviceEntry::Kind::Spec;
     E.Spec = *D;
     break;

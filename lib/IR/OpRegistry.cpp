@@ -114,6 +114,12 @@ static bool convertAttr(AttrKind K, Attr &V) {
   return false;
 }
 
+/// "an int list", "a float".
+static std::string withArticle(StringRef Noun) {
+  bool Vowel = !Noun.empty() && StringRef("aeiou").contains(Noun.front());
+  return (Vowel ? "an " : "a ") + Noun.str();
+}
+
 Error mdplan::verifyAndCompleteAttrs(Node &N) {
   const OpDef &Op = N.getOp();
   AttrDict Fixed;
@@ -129,9 +135,9 @@ Error mdplan::verifyAndCompleteAttrs(Node &N) {
     }
     Attr V = Value;
     if (!convertAttr(D->Kind, V))
-      return N.error("attribute '" + Name + "' of " + Op.Name +
-                     " must be a " + attrKindName(D->Kind) + ", got a " +
-                     attrKindName(Value.kind()));
+      return N.error("attribute '" + Name + "' of " + Op.Name + " must be " +
+                     withArticle(attrKindName(D->Kind)) + ", got " +
+                     withArticle(attrKindName(Value.kind())));
     if (!D->Allowed.empty()) {
       bool Ok = false;
       for (StringRef A : D->Allowed)

@@ -429,6 +429,11 @@ TEST(ModelReaderTest, AttributeErrors) {
                       "  attr { name: \"dtype\" s: \"float\" }\n}\n"),
             "m.mdg:1:8: error: node 'a': attribute 'dtype' of Const must be "
             "a type, got a string");
+  EXPECT_EQ(readError("node { name: \"x\" op: \"Const\" }\n"
+                      "node { name: \"m\" op: \"Mean\" input: \"x\"\n"
+                      "  attr { name: \"axes\" i: 0 }\n}\n"),
+            "m.mdg:2:8: error: node 'm': attribute 'axes' of Mean must be "
+            "an int list, got an int");
 }
 
 TEST(ModelReaderTest, MissingInput) {
@@ -477,11 +482,11 @@ TEST(ModelReaderTest, Cycle) {
 TEST(ModelReaderTest, InvalidDevice) {
   EXPECT_EQ(readError("node { name: \"a\" op: \"Const\"\n"
                       "  device: \"/cpu:0/device:GPU:2\" }\n"),
-            "m.mdg:2:3: error: invalid device '/cpu:0/device:GPU:2': two "
-            "device types ('CPU' and 'GPU') in device '/cpu:0/device:GPU:2'");
+            "m.mdg:2:3: error: invalid device: two device types ('CPU' and "
+            "'GPU') in device '/cpu:0/device:GPU:2'");
   EXPECT_EQ(readError("scope {\n  device: \"/job:ps/task:x\"\n}\n"),
-            "m.mdg:2:3: error: invalid device '/job:ps/task:x': 'task' must "
-            "be a non-negative integer, got 'x' in device '/job:ps/task:x'");
+            "m.mdg:2:3: error: invalid device: 'task' must be a non-negative "
+            "integer, got 'x' in device '/job:ps/task:x'");
 }
 
 TEST(ModelReaderTest, DeviceFunctionErrors) {
