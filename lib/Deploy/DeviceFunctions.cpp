@@ -125,16 +125,19 @@ public:
     const Attr *A = Args.get(Name);
     if (!A)
       return std::vector<std::string>{"Variable"};
+    std::vector<std::string> Ops;
     if (A->kind() == AttrKind::String)
-      return std::vector<std::string>{A->getString()};
-    if (A->kind() != AttrKind::StringList)
+      Ops = {A->getString()};
+    else if (A->kind() == AttrKind::StringList)
+      Ops = A->getStrings();
+    else
       return makeError("argument '" + Name + "' of " + Fn +
                        " must be a list of op names");
-    for (const std::string &Op : A->getStrings())
+    for (const std::string &Op : Ops)
       if (!OpRegistry::get().lookup(Op))
         return makeError("argument '" + Name + "' of " + Fn +
                          " names unknown op '" + Op + "'");
-    return A->getStrings();
+    return Ops;
   }
 
   Expected<bool> getBool(StringRef Name, bool Default) {

@@ -245,6 +245,32 @@ static Error checkDims(const pb::RepeatedField<int64_t> &Dims, SourceLoc Loc,
   return Error::success();
 }
 
+/// Sets attribute \p Name of \p N from the `variable` or `data` sugar
+/// (\p Sugar). An attribute written as an `attr` keeps its value when the
+/// sugar only has a default for it (\p Given false); a value given both
+/// ways must be the same.
+static Error setSugarAttr(Node &N, StringRef Sugar, StringRef Name, Attr Value,
+                          bool Given, SourceLoc Loc) {
+  const Attr *Old = N.attrs().get(Name);
+  if (!Old) {
+    N.attrs().set(Name, std::move(Value));
+    return Error::success();
+  }
+  if (!Given || *Old == Value)
+    return Error::success();
+  std::string OldS, NewS;
+  raw_string_ostream OldOS(OldS), NewOS(NewS);
+  Old->print(OldOS);
+  Value.print(NewOS);
+  OldOS.flush();
+  NewOS.flush();
+  return makeError(Loc, "node '" + N.getName() +
+                            "': conflicting values for "
+                            "attribute '" +
+                            Name + "': " + OldS + " (attr) and " + NewS +
+                            " ('" + Sugar + "')");
+}
+
 Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
                             const std::string &Prefix,
                             const SmallVector<std::string, 4> &Prefixes,
@@ -310,25 +336,45 @@ Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
     DType T = V.dtype() == desc::DT_INVALID ? DType::Float32 : DType(V.dtype());
     if (Error E = checkDims(V.shape(), VL.at(V, "shape", 0), Full))
       return E;
-    AttrDict &A = N->attrs();
-    A.set("shape", Shape(ArrayRef<int64_t>(V.shape().data(), V.shape_size())));
-    A.set("dtype", T);
     const desc::Initializer &I = V.initializer();
-    A.set("initializer", initializerName(I.kind()));
+    Locator IL = VL.nested(V, "initializer");
+    // Explicit values must agree with an `attr` of the same name; defaults
+    // of the sugar do not replace one.
+    auto Set = [&](StringRef Name, Attr Value, bool Given, SourceLoc Loc) {
+      return setSugarAttr(*N, "variable", Name, std::move(Value), Given, Loc);
+    };
+    if (Error E = Set(
+            "shape", Shape(ArrayRef<int64_t>(V.shape().data(), V.shape_size())),
+            V.shape_size() > 0, VL.at(V, "shape", 0)))
+      return E;
+    if (Error E =
+            Set("dtype", T, V.dtype() != desc::DT_INVALID, VL.at(V, "dtype")))
+      return E;
+    if (Error E = Set("initializer", initializerName(I.kind()),
+                      V.has_initializer(), VL.at(V, "initializer")))
+      return E;
     if (I.kind() == desc::Initializer::CONSTANT)
-      A.set("init_value", I.value());
+      if (Error E = Set("init_value", I.value(), true, IL.at(I, "value")))
+        return E;
     if (I.mean() != 0)
-      A.set("init_mean", I.mean());
+      if (Error E = Set("init_mean", I.mean(), true, IL.at(I, "mean")))
+        return E;
     if (I.has_stddev())
-      A.set("init_stddev", I.stddev());
+      if (Error E = Set("init_stddev", I.stddev(), true, IL.at(I, "stddev")))
+        return E;
     if (I.has_minval())
-      A.set("init_min", I.minval());
+      if (Error E = Set("init_min", I.minval(), true, IL.at(I, "minval")))
+        return E;
     if (I.has_maxval())
-      A.set("init_max", I.maxval());
+      if (Error E = Set("init_max", I.maxval(), true, IL.at(I, "maxval")))
+        return E;
     if (I.seed())
-      A.set("seed", int64_t(I.seed()));
+      if (Error E = Set("seed", int64_t(I.seed()), true, IL.at(I, "seed")))
+        return E;
     if (V.has_trainable())
-      A.set("trainable", V.trainable());
+      if (Error E =
+              Set("trainable", V.trainable(), true, VL.at(V, "trainable")))
+        return E;
     if (V.has_regularizer()) {
       if (V.regularizer().l2() < 0)
         return makeError(VL.at(V, "regularizer"),
@@ -347,11 +393,19 @@ Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
     DType T = D.dtype() == desc::DT_INVALID ? DType::Float32 : DType(D.dtype());
     if (Error E = checkDims(D.shape(), DL.at(D, "shape", 0), Full))
       return E;
-    N->attrs().set("shape",
-                   Shape(ArrayRef<int64_t>(D.shape().data(), D.shape_size())));
-    N->attrs().set("dtype", T);
+    if (Error E = setSugarAttr(
+            *N, "data", "shape",
+            Shape(ArrayRef<int64_t>(D.shape().data(), D.shape_size())),
+            D.shape_size() > 0, DL.at(D, "shape", 0)))
+      return E;
+    if (Error E =
+            setSugarAttr(*N, "data", "dtype", T, D.dtype() != desc::DT_INVALID,
+                         DL.at(D, "dtype")))
+      return E;
     if (!D.feature().empty())
-      N->attrs().set("feature", D.feature());
+      if (Error E = setSugarAttr(*N, "data", "feature", D.feature(), true,
+                                 DL.at(D, "feature")))
+        return E;
   }
 
   if (!P.device().empty()) {

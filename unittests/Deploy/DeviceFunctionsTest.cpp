@@ -289,6 +289,15 @@ TEST_F(DeviceFunctionsTest, CreateErrors) {
             "argument 'ps_ops' of ps-round-robin names unknown op "
             "'VariableV2'");
 
+  // A single op name is checked like a list (it used to match nothing,
+  // silently).
+  AttrDict BadSingleOp;
+  BadSingleOp.set("ps_tasks", int64_t(1));
+  BadSingleOp.set("ps_ops", "VariableV2");
+  EXPECT_EQ(createError("replica-device-setter", BadSingleOp),
+            "argument 'ps_ops' of replica-device-setter names unknown op "
+            "'VariableV2'");
+
   AttrDict OpsNotList;
   OpsNotList.set("tasks", int64_t(1));
   OpsNotList.set("ps_ops", int64_t(1));

@@ -84,7 +84,9 @@ enum OpFlags : unsigned {
   OF_Constant = 1u << 6,
   /// Produces no gradient for any input (a gradient through it is zero).
   OF_NoGradient = 1u << 7,
-  /// Produced by the compiler only; a graph file may not use it.
+  /// Produced by the compiler (BatchSlice, Send, Recv, AllReduce, Apply*).
+  /// A graph file may use it too, so that --emit=graph output reads back
+  /// (docs/GraphFormat.md); nothing checks this flag.
   OF_Internal = 1u << 8,
 };
 
