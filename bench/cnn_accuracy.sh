@@ -29,8 +29,8 @@ mkdir -p "$OUT"
 threads=()
 if [ -n "${THREADS:-}" ]; then threads=(--threads="$THREADS"); fi
 
-# shellcheck disable=SC2086  # MDPLAN_FLAGS is a list of options
-cmd_plan=("$BUILD/bin/mdplan" examples/tf_tutorial_cnn.mdg --clone-on-cpu $MDPLAN_FLAGS -o "$OUT/cnn.mdp")
+read -r -a extra_flags <<< "$MDPLAN_FLAGS"  # a list of options
+cmd_plan=("$BUILD/bin/mdplan" examples/tf_tutorial_cnn.mdg --clone-on-cpu "${extra_flags[@]}" -o "$OUT/cnn.mdp")
 cmd_run=("$BUILD/bin/mdrun" "$OUT/cnn.mdp" --data="$DATA" --epochs="$EPOCHS" --seed="$SEED"
          "${threads[@]}" --log-every=600 --no-progress --metrics="$OUT/metrics.jsonl")
 echo "== $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
