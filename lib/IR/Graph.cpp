@@ -9,6 +9,7 @@
 #include "mdplan/IR/OpRegistry.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace llvm;
 using namespace mdplan;
@@ -144,6 +145,13 @@ StringRef Node::getOpName() const { return Op->Name; }
 void Node::addControlInput(Node *N) {
   if (!is_contained(ControlInputs, N))
     ControlInputs.push_back(N);
+}
+
+void Node::addControlInputs(ArrayRef<Node *> Ns) {
+  SmallPtrSet<Node *, 16> Seen(ControlInputs.begin(), ControlInputs.end());
+  for (Node *N : Ns)
+    if (Seen.insert(N).second)
+      ControlInputs.push_back(N);
 }
 
 Error Node::error(const Twine &Message) const {

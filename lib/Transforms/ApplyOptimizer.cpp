@@ -76,11 +76,10 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
 
   // global_step lives on the variables device (a chooser of its own, as
   // model_deploy calls variables_device() again for it).
-  const DeviceStack *OptStack =
-      G.pushStack(G.getRootStack(), S.OptimizerEntry);
+  const DeviceStack *OptStack = G.pushStack(G.getRootStack(), S.OptimizerEntry);
   GraphBuilder B(G);
-  B.setStack(G.pushStack(OptStack,
-                         createVariablesEntry(G, C, "variables_device")));
+  B.setStack(
+      G.pushStack(OptStack, createVariablesEntry(G, C, "variables_device")));
   B.setRole(NodeRole::Variable);
   AttrDict GA;
   GA.set("dtype", DType::Int64);
@@ -133,8 +132,7 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
     }
     Ins.push_back(Grad);
     Ins.push_back(TensorRef(GlobalStep));
-    std::string Name =
-        ("update_" + Var->getName() + "/" + opDef(K).Name).str();
+    std::string Name = ("update_" + Var->getName() + "/" + opDef(K).Name).str();
     Node *U = B.createNamed(G.uniqueName(Name), K, Ins, std::move(A));
     if (Error E = B.takeError())
       return E;
@@ -189,17 +187,14 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
   if (Error E = B.takeError())
     return E;
   Inc->setColocateWith(GlobalStep);
-  for (Node *U : Updates)
-    Inc->addControlInput(U);
+  Inc->addControlInputs(Updates);
   B.setRole(NodeRole::Loss);
-  Node *Train = S.TotalLoss
-                    ? B.createNamed("train_op", OpKind::Identity,
-                                    {TensorRef(S.TotalLoss)})
-                    : B.createNamed("train_op", OpKind::NoOp, {});
+  Node *Train = S.TotalLoss ? B.createNamed("train_op", OpKind::Identity,
+                                            {TensorRef(S.TotalLoss)})
+                            : B.createNamed("train_op", OpKind::NoOp, {});
   if (Error E = B.takeError())
     return E;
-  for (Node *U : Updates)
-    Train->addControlInput(U);
+  Train->addControlInputs(Updates);
   Train->addControlInput(Inc);
   S.TrainOp = Train;
   return Error::success();

@@ -33,7 +33,7 @@ public:
 
 /// Replaces every use of \p From by \p To.
 static void replaceUses(UseMap &Uses, TensorRef From, TensorRef To) {
-  for (auto &[User, I] : Uses.lookup(From.N))
+  for (auto &[User, I] : usesOf(Uses, From.N))
     if (User->getInput(I) == From)
       User->setInput(I, To);
 }
@@ -59,7 +59,7 @@ Error EvalModePass::run(Graph &G, PassContext &Ctx) {
     // The moving averages are the variables the update ops of the batch
     // statistics write.
     Node *Stats[2] = {nullptr, nullptr};
-    for (auto &[User, I] : Uses.lookup(N)) {
+    for (auto &[User, I] : usesOf(Uses, N)) {
       unsigned Out = User->getInput(I).Index;
       if (isa(*User, OpKind::AssignMovingAverage) && I == 1 && Out >= 1)
         Stats[Out - 1] = User->getInput(0).N;

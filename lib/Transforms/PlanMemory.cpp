@@ -118,22 +118,23 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
     const Node *N = NP.get();
     if (isPersistent(*N))
       continue;
+    // The last reader of each output, over the node's uses once (a node
+    // with many outputs, such as a bucket's all-reduce, has many uses).
+    int64_t Def = N->getOp().is(OF_Input) ? -1 : Pos.lookup(N);
+    SmallVector<int64_t, 4> LastOf(N->getNumOutputs(), Def);
+    for (auto &[U, I] : usesOf(Uses, N)) {
+      int64_t &Last = LastOf[U->getInput(I).Index];
+      if (isa(*U, OpKind::Send) || U->getOp().is(OF_Summary) || !Pos.count(U))
+        Last = End;
+      else
+        Last = std::max(Last, Pos.lookup(U));
+    }
     for (unsigned O = 0, NO = N->getNumOutputs(); O != NO; ++O) {
       TensorKey K{N, O};
       TensorKey R = K;
       if (auto It = ViewOf.find(K); It != ViewOf.end())
         R = It->second.first;
-      int64_t Def = N->getOp().is(OF_Input) ? -1 : Pos.lookup(N);
-      int64_t Last = Def;
-      for (auto &[U, I] : Uses.lookup(N)) {
-        if (U->getInput(I).Index != O)
-          continue;
-        if (isa(*U, OpKind::Send) || U->getOp().is(OF_Summary) ||
-            !Pos.count(U))
-          Last = End;
-        else
-          Last = std::max(Last, Pos.lookup(U));
-      }
+      int64_t Last = LastOf[O];
       if (Outputs.count(K))
         Last = End;
       auto Ins = Roots.insert(
@@ -190,7 +191,8 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
     B.Persistent = true;
     B.Bytes = uint64_t(NP->getOutputType(0).byteSize());
     B.Offset = alignUp(M.PersistentBytes, Align);
-    M.PersistentBytes = B.Offset + alignUp(std::max<uint64_t>(B.Bytes, 1), Align);
+    M.PersistentBytes =
+        B.Offset + alignUp(std::max<uint64_t>(B.Bytes, 1), Align);
   }
   S.MemoryPlanned = true;
   return Error::success();

@@ -82,19 +82,21 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
       if (!Var->getOp().isVariable())
         return W->error("writes input " + Twine(Idx) + " in place, but '" +
                         Var->getName() + "' is not a variable");
-      for (auto &[R, J] : Uses.lookup(Var)) {
+      SmallVector<Node *, 8> Before;
+      for (auto &[R, J] : usesOf(Uses, Var)) {
         if (R == W)
           continue;
         if (writesVariable(*R, Var)) {
           // Two writers: graph order decides.
           if (R->getId() < W->getId())
-            W->addControlInput(R);
+            Before.push_back(R);
           continue;
         }
-        W->addControlInput(R);
-        for (Node *Recv : RecvsOf.lookup(R))
-          W->addControlInput(Recv);
+        Before.push_back(R);
+        if (auto It = RecvsOf.find(R); It != RecvsOf.end())
+          llvm::append_range(Before, It->second);
       }
+      W->addControlInputs(Before);
     }
   }
 
@@ -158,9 +160,10 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
     ++Done;
     if (hasKernel(*N))
       S.Schedules[N->getDevice()].push_back(N);
-    for (Node *U : Users.lookup(N))
-      if (--Pending[U] == 0)
-        Ready.push(U);
+    if (auto It = Users.find(N); It != Users.end())
+      for (Node *U : It->second)
+        if (--Pending[U] == 0)
+          Ready.push(U);
   }
   if (Done != G.size()) {
     // A variable read after its update in the same step, typically.

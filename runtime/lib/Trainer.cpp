@@ -100,6 +100,12 @@ int64_t classesOf(const fb::Plan &P, const fb::Program &Prog, uint32_t Buf) {
 
 } // namespace
 
+std::string mdrt::formatEvalValue(const std::string &Name, double Value) {
+  return Name.find("accuracy") != std::string::npos
+             ? fixed(100 * Value, 2) + "%"
+             : fixed(Value, 4);
+}
+
 struct Trainer::Impl {
   std::shared_ptr<const PlanFile> Plan;
   TrainOptions Opts;
@@ -161,9 +167,9 @@ Status Trainer::Impl::loadData() {
       return D.status();
     TrainData = std::make_shared<Dataset>(D.take());
     if (EvalProg >= 0) {
-      auto E = Dataset::synthetic(EvalReq, std::max<int64_t>(
-                                               Opts.SyntheticExamples / 6, 1),
-                                  Opts.Seed + 1);
+      auto E = Dataset::synthetic(
+          EvalReq, std::max<int64_t>(Opts.SyntheticExamples / 6, 1),
+          Opts.Seed + 1);
       if (!E.isOk())
         return E.status();
       EvalData = std::make_shared<Dataset>(E.take());
@@ -206,7 +212,8 @@ Status Trainer::Impl::loadData() {
   return Status::ok();
 }
 
-Status Trainer::Impl::evaluate(int64_t Step, std::map<std::string, double> &Out) {
+Status Trainer::Impl::evaluate(int64_t Step,
+                               std::map<std::string, double> &Out) {
   Out.clear();
   if (EvalProg < 0 || !EvalData)
     return Status::ok();
@@ -254,8 +261,7 @@ Status Trainer::Impl::evaluate(int64_t Step, std::map<std::string, double> &Out)
   std::string JSON = "{\"step\":" + std::to_string(Step) +
                      ",\"eval_examples\":" + std::to_string(Total);
   for (auto &[K, V] : Out) {
-    bool Pct = K.find("accuracy") != std::string::npos;
-    Line += " " + K + " " + (Pct ? fixed(100 * V, 2) + "%" : fixed(V, 4));
+    Line += " " + K + " " + formatEvalValue(K, V);
     JSON += ",\"eval_" + K + "\":" + fixed(V, 6);
   }
   Log << Line << " (" << Total << " examples)" << std::endl;
@@ -287,8 +293,8 @@ Status Trainer::Impl::checkpoint(int64_t Step) {
   std::string Path = Opts.CheckpointDir + "/" + checkpointFileName(Step);
   MDRT_RETURN_IF_ERROR(writeCheckpoint(Path, S, Refs));
   if (Opts.KeepCheckpoints > 0)
-    MDRT_RETURN_IF_ERROR(pruneCheckpoints(Opts.CheckpointDir,
-                                          Opts.KeepCheckpoints));
+    MDRT_RETURN_IF_ERROR(
+        pruneCheckpoints(Opts.CheckpointDir, Opts.KeepCheckpoints));
   return Status::ok();
 }
 
@@ -308,7 +314,8 @@ Status Trainer::Impl::resume(int64_t &Step) {
   if (!C.isOk())
     return C.status();
   if (C->State.Seed != Opts.Seed)
-    return Status::error("checkpoint '" + *Latest + "' was written by a run "
+    return Status::error("checkpoint '" + *Latest +
+                         "' was written by a run "
                          "with seed " +
                          std::to_string(C->State.Seed) + ", not " +
                          std::to_string(Opts.Seed) +
@@ -357,8 +364,7 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
     Log << "note: " << N << '\n';
   Impl->TrainProg = Impl->Exec->programIndex("train");
   if (Impl->TrainProg < 0)
-    return Status::error("plan '" + Plan->name() +
-                         "' has no training program");
+    return Status::error("plan '" + Plan->name() + "' has no training program");
   if (Opts.Eval)
     Impl->EvalProg = Impl->Exec->programIndex("eval");
   MDRT_RETURN_IF_ERROR(Impl->Exec->initialize());
@@ -383,9 +389,10 @@ Status Trainer::run(TrainResult &R) {
                          std::to_string(T.TrainData->size()) +
                          ") than one batch (" +
                          std::to_string(T.Exec->batchSize(T.TrainProg)) + ")");
-  int64_t Total = O.Steps > 0 ? O.Steps
-                              : int64_t(std::ceil((O.Epochs > 0 ? O.Epochs : 1) *
-                                                  double(PerEpoch)));
+  int64_t Total = O.Steps > 0
+                      ? O.Steps
+                      : int64_t(std::ceil((O.Epochs > 0 ? O.Epochs : 1) *
+                                          double(PerEpoch)));
   int64_t Step = 0;
   if (O.Resume) {
     if (O.CheckpointDir.empty())
@@ -434,17 +441,18 @@ Status Trainer::run(TrainResult &R) {
       T.Log << "step " << Step << " loss " << Buf << std::endl;
     }
     if (!std::isfinite(Loss))
-      return Status::error("the loss is " + std::string(std::isnan(Loss) ? "NaN" : "infinite") +
-                           " at step " + std::to_string(Step) +
-                           " (lower the learning rate?)");
+      return Status::error(
+          "the loss is " + std::string(std::isnan(Loss) ? "NaN" : "infinite") +
+          " at step " + std::to_string(Step) + " (lower the learning rate?)");
     double Now = seconds();
     bool LogNow = O.LogEvery > 0 && (Step % O.LogEvery == 0 || Step == Total);
     if (T.ProgressBar && (Now - LastLog > 0.25 || Step == Total)) {
       double Rate = double(Examples) / std::max(Now - Start, 1e-9);
       double Eta = double(Total - Step) * double(Batch) / std::max(Rate, 1e-9);
       int Width = 24, Filled = int(Width * double(Step) / double(Total));
-      std::fprintf(stderr, "\r[%s%s] step %" PRId64 "/%" PRId64
-                           " loss %.4f %.0f ex/s ETA %s   ",
+      std::fprintf(stderr,
+                   "\r[%s%s] step %" PRId64 "/%" PRId64
+                   " loss %.4f %.0f ex/s ETA %s   ",
                    std::string(Filled, '=').c_str(),
                    std::string(Width - Filled, ' ').c_str(), Step, Total,
                    LossSum / double(LossCount), Rate, duration(Eta).c_str());
@@ -459,8 +467,8 @@ Status Trainer::run(TrainResult &R) {
         std::fprintf(stderr, "\r%*s\r", 90, "");
       T.Log << "step " << Step << "/" << Total << " epoch "
             << fixed(double(Step) / double(PerEpoch), 2) << " loss "
-            << fixed(LossSum / double(LossCount), 4) << " ("
-            << fixed(Rate, 0) << " examples/s)" << std::endl;
+            << fixed(LossSum / double(LossCount), 4) << " (" << fixed(Rate, 0)
+            << " examples/s)" << std::endl;
       T.metricsLine("{\"step\":" + std::to_string(Step) +
                     ",\"loss\":" + fixed(LossSum / double(LossCount), 6) +
                     ",\"examples_per_sec\":" + fixed(Rate, 1) + SummaryJSON +

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iomanip>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -131,9 +132,8 @@ static int mdrunMain(int argc, char **argv) {
        [&](const std::string &V) {
          return parseInt(V, T.SyntheticExamples, 1);
        }},
-      {"steps", "N", "training steps", [&](const std::string &V) {
-         return parseInt(V, T.Steps, 1);
-       }},
+      {"steps", "N", "training steps",
+       [&](const std::string &V) { return parseInt(V, T.Steps, 1); }},
       {"epochs", "E", "training epochs (default 1)",
        [&](const std::string &V) { return parseDouble(V, T.Epochs); }},
       {"seed", "S", "run seed: initial values, shuffling, dropout (1)",
@@ -175,9 +175,7 @@ static int mdrunMain(int argc, char **argv) {
       {"checkpoint-dir", "DIR", "where checkpoints go",
        [&](const std::string &V) { return !(T.CheckpointDir = V).empty(); }},
       {"checkpoint-every", "N", "checkpoint every N steps (and at the end)",
-       [&](const std::string &V) {
-         return parseInt(V, T.CheckpointEvery, 1);
-       }},
+       [&](const std::string &V) { return parseInt(V, T.CheckpointEvery, 1); }},
       {"keep-checkpoints", "N", "checkpoints to keep (3; 0 all)",
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 0);
@@ -187,7 +185,8 @@ static int mdrunMain(int argc, char **argv) {
        }},
       {"resume", nullptr, "continue from the latest checkpoint",
        [&](const std::string &) { return T.Resume = true; }},
-      {"soft-placement", nullptr, "run GPU devices the machine lacks on the CPU",
+      {"soft-placement", nullptr,
+       "run GPU devices the machine lacks on the CPU",
        [&](const std::string &) { return T.Exec.SoftPlacement = true; }},
       {"cuda-graph", nullptr,
        "replay each program's GPU work as CUDA graphs after its first step",
@@ -316,17 +315,15 @@ static int mdrunMain(int argc, char **argv) {
   }
   // After a resume, the steps this run executed (which the time and rate
   // are about), then the global step reached.
-  std::cout << "done: " << R.StepsRun << " steps in " << R.Seconds << " s ("
+  std::cout << "done: " << R.StepsRun << " steps in " << std::setprecision(3)
+            << R.Seconds << std::setprecision(6) << " s ("
             << int64_t(R.ExamplesPerSecond) << " examples/s)";
   if (R.StepsRun != R.Steps)
     std::cout << ", global step " << R.Steps;
   if (R.StepsRun > 0)
     std::cout << ", last loss " << R.LastLoss;
   for (const auto &[K, V] : R.Eval)
-    std::cout << ", test " << K << ' '
-              << (K.find("accuracy") != std::string::npos
-                      ? std::to_string(100 * V) + "%"
-                      : std::to_string(V));
+    std::cout << ", test " << K << ' ' << formatEvalValue(K, V);
   std::cout << '\n';
   return 0;
 }

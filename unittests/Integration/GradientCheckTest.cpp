@@ -130,9 +130,8 @@ void checkGradients(const Case &C) {
   mdrt::ExecutorOptions EO;
   EO.Threads = 1;
   EO.Seed = 7;
-  auto Exec =
-      mdrt::Executor::create(std::shared_ptr<const mdrt::PlanFile>(Plan.take()),
-                             EO);
+  auto Exec = mdrt::Executor::create(
+      std::shared_ptr<const mdrt::PlanFile>(Plan.take()), EO);
   ASSERT_TRUE(Exec.isOk()) << Exec.status().message();
   mdrt::Executor &E = **Exec;
   ASSERT_TRUE(E.initialize().isOk());
@@ -149,9 +148,11 @@ void checkGradients(const Case &C) {
     ASSERT_TRUE(E.readVariable(I, Base[I].data()).isOk());
   }
   auto Restore = [&] {
-    for (size_t I = 0; I < NV; ++I)
-      if (!Base[I].empty())
+    for (size_t I = 0; I < NV; ++I) {
+      if (!Base[I].empty()) {
         ASSERT_TRUE(E.writeVariable(I, Base[I].data()).isOk());
+      }
+    }
   };
   std::vector<mdrt::OutputValue> Outs;
   auto Loss = [&]() -> double {
@@ -189,7 +190,8 @@ void checkGradients(const Case &C) {
       ASSERT_TRUE(E.writeVariable(I, P.data()).isOk());
       double Minus = Loss();
       double Numeric = (Plus - Minus) / (2 * H);
-      double Tol = 1e-5 * std::max({1.0, std::fabs(Analytic), std::fabs(Numeric)});
+      double Tol =
+          1e-5 * std::max({1.0, std::fabs(Analytic), std::fabs(Numeric)});
       EXPECT_NEAR(Analytic, Numeric, Tol)
           << "variable " << V.Name << " element " << K;
       ++Checked;
@@ -201,29 +203,25 @@ void checkGradients(const Case &C) {
 }
 
 Case unary(const std::string &Op, double Min = -1, double Max = 1) {
-  return {Op,
-          {{"x", {3, 4}, Min, Max}},
-          {},
-          "node { name: \"y\" op: \"" + Op + "\" input: \"x\" }",
-          "y",
-          {3, 4}};
+  return {Op,  {{"x", {3, 4}, Min, Max}},
+          {},  "node { name: \"y\" op: \"" + Op + "\" input: \"x\" }",
+          "y", {3, 4}};
 }
 
 Case binary(const std::string &Op, std::vector<int64_t> A,
-            std::vector<int64_t> B, std::vector<int64_t> Out,
-            double BMin = -1, double BMax = 1) {
+            std::vector<int64_t> B, std::vector<int64_t> Out, double BMin = -1,
+            double BMax = 1) {
   return {Op + dims(A) + dims(B),
           {{"a", A}, {"b", B, BMin, BMax}},
           {},
-          "node { name: \"y\" op: \"" + Op +
-              "\" input: \"a\" input: \"b\" }",
+          "node { name: \"y\" op: \"" + Op + "\" input: \"a\" input: \"b\" }",
           "y",
           Out};
 }
 
 TEST(GradientCheck, Elementwise) {
-  for (const char *Op : {"Identity", "Neg", "Square", "Relu", "Sigmoid",
-                         "Tanh", "Softmax"})
+  for (const char *Op :
+       {"Identity", "Neg", "Square", "Relu", "Sigmoid", "Tanh", "Softmax"})
     checkGradients(unary(Op));
 }
 
@@ -241,10 +239,10 @@ TEST(GradientCheck, Broadcasting) {
 TEST(GradientCheck, MatMul) {
   for (int TA = 0; TA < 2; ++TA)
     for (int TB = 0; TB < 2; ++TB) {
-      std::vector<int64_t> A = TA ? std::vector<int64_t>{4, 3}
-                                  : std::vector<int64_t>{3, 4};
-      std::vector<int64_t> B = TB ? std::vector<int64_t>{5, 4}
-                                  : std::vector<int64_t>{4, 5};
+      std::vector<int64_t> A =
+          TA ? std::vector<int64_t>{4, 3} : std::vector<int64_t>{3, 4};
+      std::vector<int64_t> B =
+          TB ? std::vector<int64_t>{5, 4} : std::vector<int64_t>{4, 5};
       Case C{"MatMul" + std::to_string(TA) + std::to_string(TB),
              {{"a", A}, {"b", B}},
              {},
@@ -288,13 +286,13 @@ TEST(GradientCheck, LayersAndReductions) {
                   "y",
                   {}});
   for (const char *Op : {"Mean", "Sum"}) {
-    checkGradients({std::string(Op) + "All",
-                    {{"x", {2, 3, 4}}},
-                    {},
-                    std::string("node { name: \"y\" op: \"") + Op +
-                        "\" input: \"x\" }",
-                    "y",
-                    {}});
+    checkGradients(
+        {std::string(Op) + "All",
+         {{"x", {2, 3, 4}}},
+         {},
+         std::string("node { name: \"y\" op: \"") + Op + "\" input: \"x\" }",
+         "y",
+         {}});
     checkGradients({std::string(Op) + "Axes",
                     {{"x", {2, 3, 4}}},
                     {},
@@ -322,20 +320,21 @@ TEST(GradientCheck, Losses) {
                   "input: \"logits\" input: \"labels\" }",
                   "y",
                   {4}});
-  checkGradients({"LogLoss",
-                  {{"p", {4, 3}, 0.1, 0.9}},
-                  {{"labels", {4, 3}, "FLOAT64",
-                    {0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 1, 0}}},
-                  "node { name: \"y\" op: \"LogLoss\" input: \"p\" input: "
-                  "\"labels\" }",
-                  "y",
-                  {4, 3}});
+  checkGradients(
+      {"LogLoss",
+       {{"p", {4, 3}, 0.1, 0.9}},
+       {{"labels", {4, 3}, "FLOAT64", {0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 1, 0}}},
+       "node { name: \"y\" op: \"LogLoss\" input: \"p\" input: "
+       "\"labels\" }",
+       "y",
+       {4, 3}});
 }
 
 TEST(GradientCheck, Convolution) {
   for (const char *Pad : {"SAME", "VALID"})
     for (int S : {1, 2}) {
-      int64_t O = std::string(Pad) == "SAME" ? (6 + S - 1) / S : (6 - 3) / S + 1;
+      int64_t O =
+          std::string(Pad) == "SAME" ? (6 + S - 1) / S : (6 - 3) / S + 1;
       checkGradients({std::string("Conv2D") + Pad + std::to_string(S),
                       {{"x", {2, 6, 6, 2}}, {"f", {3, 3, 2, 3}}},
                       {},
@@ -374,13 +373,14 @@ TEST(GradientCheck, BatchNormAndDropout) {
                   "\"beta\" }",
                   "y",
                   {6, 3}});
-  checkGradients({"BatchNormScale4D",
-                  {{"x", {2, 3, 3, 2}}, {"beta", {2}}, {"gamma", {2}, 0.5, 1.5}},
-                  {},
-                  "node { name: \"y\" op: \"BatchNorm\" input: \"x\" input: "
-                  "\"beta\" input: \"gamma\" attr { name: \"scale\" b: true } }",
-                  "y",
-                  {2, 3, 3, 2}});
+  checkGradients(
+      {"BatchNormScale4D",
+       {{"x", {2, 3, 3, 2}}, {"beta", {2}}, {"gamma", {2}, 0.5, 1.5}},
+       {},
+       "node { name: \"y\" op: \"BatchNorm\" input: \"x\" input: "
+       "\"beta\" input: \"gamma\" attr { name: \"scale\" b: true } }",
+       "y",
+       {2, 3, 3, 2}});
   checkGradients({"Dropout",
                   {{"x", {4, 5}}},
                   {},

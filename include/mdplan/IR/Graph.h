@@ -33,8 +33,8 @@
 
 #include <deque>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace mdplan {
@@ -145,8 +145,6 @@ struct DeviceStack {
   llvm::SmallVector<const DeviceEntry *, 8> entries() const;
 };
 
-
-
 /// A node of the graph.
 class Node {
 public:
@@ -168,6 +166,9 @@ public:
   // Control inputs: run before this node, no data.
   llvm::ArrayRef<Node *> getControlInputs() const { return ControlInputs; }
   void addControlInput(Node *N);
+  /// Adds each of \p Ns not there already, in order; linear in the number
+  /// of control inputs, where adding them one by one is quadratic.
+  void addControlInputs(llvm::ArrayRef<Node *> Ns);
   void setControlInputs(llvm::ArrayRef<Node *> Ns) {
     ControlInputs.assign(Ns.begin(), Ns.end());
   }
@@ -314,9 +315,7 @@ public:
 
   /// Named outputs (for evaluation): name -> tensor.
   NamedOutputs &outputs() { return Outputs; }
-  const NamedOutputs &outputs() const {
-    return Outputs;
-  }
+  const NamedOutputs &outputs() const { return Outputs; }
 
   // Device stacks.
   const DeviceStack *getRootStack() const { return &Root; }

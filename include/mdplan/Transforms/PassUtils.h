@@ -28,9 +28,17 @@ inline llvm::Error requireReplicated(Graph &G, llvm::StringRef Pass) {
 /// was never inferred, for passes that need the types.
 llvm::Error requireTypes(const Graph &G, llvm::StringRef Pass);
 
-using UseMap =
-    llvm::DenseMap<const Node *, llvm::SmallVector<std::pair<Node *, unsigned>, 4>>;
+using Use = std::pair<Node *, unsigned>;
+using UseMap = llvm::DenseMap<const Node *, llvm::SmallVector<Use, 4>>;
 UseMap computeUses(const Graph &G);
+
+/// The uses of \p N in \p Uses, without copying them (DenseMap::lookup
+/// returns a copy, which is quadratic over a node with many outputs).
+inline llvm::ArrayRef<Use> usesOf(const UseMap &Uses, const Node *N) {
+  auto It = Uses.find(N);
+  return It == Uses.end() ? llvm::ArrayRef<Use>()
+                          : llvm::ArrayRef<Use>(It->second);
+}
 
 /// Removes every node that \p Roots do not need (through data inputs,
 /// control inputs and colocation targets), keeping stateful nodes only when

@@ -78,6 +78,11 @@ struct TrainResult {
   double Seconds = 0;
 };
 
+/// An evaluation value as the logs print it: a metric whose name contains
+/// "accuracy" as a percentage with 2 decimals ("89.68%"), anything else
+/// with 4 decimals.
+std::string formatEvalValue(const std::string &Name, double Value);
+
 class Trainer {
 public:
   static StatusOr<std::unique_ptr<Trainer>>
