@@ -16,6 +16,7 @@
 #include "mdplan/Frontend/ModelReader.h"
 #include "mdplan/Frontend/ModelWriter.h"
 #include "mdplan/IR/DeployState.h"
+#include "mdplan/IR/DotWriter.h"
 #include "mdplan/Plan/Compiler.h"
 #include "mdplan/Plan/PlanEmitter.h"
 #include "mdplan/Transforms/Pass.h"
@@ -44,7 +45,7 @@ static cl::opt<std::string> OutputFile("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::init("-"),
                                        cl::cat(MainCat));
 
-enum class EmitKind { Placement, Graph, Deployment, Plan, PlanText, None };
+enum class EmitKind { Placement, Graph, Dot, Deployment, Plan, PlanText, None };
 static cl::opt<EmitKind> Emit(
     "emit",
     cl::desc("What to write (default: placement; plan when -o names a .mdp "
@@ -54,6 +55,9 @@ static cl::opt<EmitKind> Emit(
                           "one line per node: <name> <device>"),
                clEnumValN(EmitKind::Graph, "graph",
                           "the transformed graph in the graph format"),
+               clEnumValN(EmitKind::Dot, "dot",
+                          "the transformed graph as a Graphviz digraph, one "
+                          "cluster per device"),
                clEnumValN(EmitKind::Deployment, "deployment",
                           "the deployment's role devices and cluster"),
                clEnumValN(EmitKind::Plan, "plan", "the binary plan (.mdp)"),
@@ -166,11 +170,10 @@ static cl::OptionCategory OptCat("Optimizer options (override the graph "
                                  "file's training { optimizer })");
 static cl::opt<OptimizerSettings::Kind> OptimizerKind(
     "optimizer", cl::desc("The optimizer"),
-    cl::values(clEnumValN(OptimizerSettings::Kind::SGD, "sgd",
-                          "gradient descent"),
-               clEnumValN(OptimizerSettings::Kind::Momentum, "momentum",
-                          "momentum"),
-               clEnumValN(OptimizerSettings::Kind::Adam, "adam", "Adam")),
+    cl::values(
+        clEnumValN(OptimizerSettings::Kind::SGD, "sgd", "gradient descent"),
+        clEnumValN(OptimizerSettings::Kind::Momentum, "momentum", "momentum"),
+        clEnumValN(OptimizerSettings::Kind::Adam, "adam", "Adam")),
     cl::cat(OptCat));
 static cl::opt<double> LearningRate("learning-rate", cl::cat(OptCat),
                                     cl::desc("Learning rate"));
@@ -237,13 +240,13 @@ static Error buildConfig(DeploymentConfig &C, SourceMgr &SM) {
     C.OptimizerFieldsSet[Field] = true;
     C.Origins[Field] = C.DefaultOrigin;
   };
-  Opt(OptimizerKind, "kind",
-      [](OptimizerSettings &O) { O.K = OptimizerKind; });
+  Opt(OptimizerKind, "kind", [](OptimizerSettings &O) { O.K = OptimizerKind; });
   Opt(LearningRate, "learning_rate",
       [](OptimizerSettings &O) { O.LearningRate = LearningRate; });
   Opt(MomentumOpt, "momentum",
       [](OptimizerSettings &O) { O.Momentum = MomentumOpt; });
-  Opt(Nesterov, "nesterov", [](OptimizerSettings &O) { O.Nesterov = Nesterov; });
+  Opt(Nesterov, "nesterov",
+      [](OptimizerSettings &O) { O.Nesterov = Nesterov; });
   Opt(Beta1, "beta1", [](OptimizerSettings &O) { O.Beta1 = Beta1; });
   Opt(Beta2, "beta2", [](OptimizerSettings &O) { O.Beta2 = Beta2; });
   Opt(Epsilon, "epsilon", [](OptimizerSettings &O) { O.Epsilon = Epsilon; });
@@ -394,9 +397,9 @@ static Error runTool(SourceMgr &SM) {
     return Comp.takeError();
   Graph &Result = *Comp->Train;
   if (WantPlan && Comp->Plan.empty())
-    return makeError("--emit=" +
-                     StringRef(What == EmitKind::Plan ? "plan" : "plan-text") +
-                     " needs a pipeline that ends with plan-memory");
+    return makeError(
+        "--emit=" + StringRef(What == EmitKind::Plan ? "plan" : "plan-text") +
+        " needs a pipeline that ends with plan-memory");
   if (!ExplainPlacement.empty() && Ctx.Explanations.empty())
     return makeError("--explain-placement needs the place-devices pass");
 
@@ -420,6 +423,9 @@ static Error runTool(SourceMgr &SM) {
     break;
   case EmitKind::Graph:
     writeModel(Result, OS);
+    break;
+  case EmitKind::Dot:
+    writeDot(Result, OS);
     break;
   case EmitKind::Plan:
     OS.write(reinterpret_cast<const char *>(Comp->Plan.data()),
