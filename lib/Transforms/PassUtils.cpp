@@ -25,6 +25,8 @@ Error mdplan::requireTypes(const Graph &G, StringRef Pass) {
 
 UseMap mdplan::computeUses(const Graph &G) {
   UseMap Uses;
+  // Growing the map moves every vector in it; most nodes are used.
+  Uses.reserve(G.size());
   for (const auto &N : G.nodes())
     for (unsigned I = 0, E = N->getNumInputs(); I != E; ++I)
       Uses[N->getInput(I).N].push_back({N.get(), I});

@@ -84,6 +84,7 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
 
   // Positions in the schedule.
   DenseMap<const Node *, int64_t> Pos;
+  Pos.reserve(G.size());
   for (const auto &Sched : S.Schedules)
     for (size_t I = 0; I < Sched.size(); ++I)
       Pos[Sched[I]] = int64_t(I);
@@ -114,6 +115,8 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
     int64_t Start, End;
   };
   MapVector<TensorKey, Root> Roots;
+  Roots.reserve(G.size());
+  S.Buffers.reserve(G.size());
   for (const auto &NP : G.nodes()) {
     const Node *N = NP.get();
     if (isPersistent(*N))
