@@ -25,8 +25,6 @@ using namespace mdrt::cpu;
 
 namespace {
 
-enum class ConvMode { Forward, BackwardData, BackwardFilter };
-
 template <typename T> class ConvKernel : public Kernel {
 public:
   explicit ConvKernel(ConvMode Mode) : Mode(Mode) {}
@@ -58,50 +56,16 @@ private:
 };
 
 template <typename T> Status ConvKernel<T>::init(const KernelInfo &I) {
-  MDRT_RETURN_IF_ERROR(checkArity(I, 2, 2, 1));
-  DType Ty = I.Outputs[0].Type;
-  MDRT_RETURN_IF_ERROR(checkTypes(I, {0, 1}, {0}, Ty));
-  // The shapes of x, filter and y, wherever each comes from.
-  std::vector<int64_t> X, F, Y;
-  switch (Mode) {
-  case ConvMode::Forward:
-    X = I.Inputs[0].Shape;
-    F = I.Inputs[1].Shape;
-    Y = I.Outputs[0].Shape;
-    break;
-  case ConvMode::BackwardData:
-    F = I.Inputs[0].Shape;
-    Y = I.Inputs[1].Shape;
-    X = I.Outputs[0].Shape;
-    if (I.Attrs.has("input_shape") && I.Attrs.getInts("input_shape") != X)
-      return Status::error("output " + I.Outputs[0].str() +
-                           " does not have the 'input_shape' " +
-                           shapeStr(I.Attrs.getInts("input_shape")));
-    break;
-  case ConvMode::BackwardFilter:
-    X = I.Inputs[0].Shape;
-    Y = I.Inputs[1].Shape;
-    F = I.Outputs[0].Shape;
-    if (I.Attrs.has("filter_shape") && I.Attrs.getInts("filter_shape") != F)
-      return Status::error("output " + I.Outputs[0].str() +
-                           " does not have the 'filter_shape' " +
-                           shapeStr(I.Attrs.getInts("filter_shape")));
-    break;
-  }
-  if (F.size() != 4)
-    return Status::error("filter must be HWIO, got " + shapeStr(F));
-  Window2D G;
-  MDRT_RETURN_IF_ERROR(windowGeometry(I, X, F[0], F[1], "SAME", G));
-  if (F[2] != X[3])
-    return Status::error("input " + shapeStr(X) +
-                         " does not match the filter " + shapeStr(F));
-  N = X[0];
-  H = X[1];
-  W = X[2];
-  Ci = X[3];
-  KH = F[0];
-  KW = F[1];
-  Co = F[3];
+  ConvGeometry CG;
+  MDRT_RETURN_IF_ERROR(convGeometry(I, Mode, CG));
+  const Window2D &G = CG.Win;
+  N = G.N;
+  H = G.H.In;
+  W = G.W.In;
+  Ci = G.C;
+  KH = G.H.K;
+  KW = G.W.K;
+  Co = CG.Co;
   OH = G.H.Out;
   OW = G.W.Out;
   SH = G.H.Stride;
@@ -110,10 +74,6 @@ template <typename T> Status ConvKernel<T>::init(const KernelInfo &I) {
   PB = G.H.PadAfter;
   PL = G.W.PadBefore;
   PR = G.W.PadAfter;
-  if (Y != std::vector<int64_t>{N, OH, OW, Co})
-    return Status::error("output of the convolution of " + shapeStr(X) +
-                         " by " + shapeStr(F) + " should be " +
-                         shapeStr({N, OH, OW, Co}) + ", got " + shapeStr(Y));
   Threads = I.NumThreads;
   OutBytes = I.Outputs[0].bytes();
   Degenerate = !N || !H || !W || !Ci || !Co || !OH || !OW;

@@ -16,6 +16,7 @@
 #ifndef MDRT_LIB_CPU_CPUCOMMON_H
 #define MDRT_LIB_CPU_CPUCOMMON_H
 
+#include "../KernelChecks.h"
 #include "mdrt/Kernel.h"
 
 #include <omp.h>
@@ -93,22 +94,6 @@ inline bool isIntType(DType T) {
 
 /// An error naming the op and the unsupported element type.
 Status typeError(const KernelInfo &I, DType T);
-/// Checks the number of inputs (in [MinIn, MaxIn]) and outputs.
-Status checkArity(const KernelInfo &I, size_t MinIn, size_t MaxIn,
-                  size_t NumOut);
-/// Checks that input or output descs have element type \p T.
-Status checkTypes(const KernelInfo &I, const std::vector<unsigned> &Inputs,
-                  const std::vector<unsigned> &Outputs, DType T);
-/// Checks that \p D has \p N elements.
-Status checkElements(const KernelInfo &I, const TensorDesc &D, int64_t N,
-                     const char *What);
-/// Flags the dimensions of a rank-\p Rank tensor named by \p Axes
-/// (negative counts from the end; empty: all).
-Status reductionAxes(const std::vector<int64_t> &Axes, size_t Rank,
-                     std::vector<bool> &Reduced);
-/// "[2,3]".
-std::string shapeStr(const std::vector<int64_t> &S);
-
 /// Wraps a kernel object as a factory result.
 template <typename K> KernelOr wrap(std::unique_ptr<K> P) {
   return std::unique_ptr<Kernel>(std::move(P));
@@ -395,45 +380,6 @@ private:
   int64_t InElems = 0, OutElems = 0;
   int Threads = 1;
 };
-
-//===----------------------------------------------------------------------===//
-// Window geometry (convolutions and pooling)
-//===----------------------------------------------------------------------===//
-
-/// One spatial dimension of a window op, padded as TensorFlow pads.
-struct WindowDim {
-  int64_t In = 0, K = 1, Stride = 1, Out = 0, PadBefore = 0, PadAfter = 0;
-};
-
-inline WindowDim windowDim(int64_t In, int64_t K, int64_t Stride, bool Same) {
-  WindowDim W;
-  W.In = In;
-  W.K = K;
-  W.Stride = Stride;
-  if (Same) {
-    W.Out = (In + Stride - 1) / Stride;
-    int64_t Total = std::max<int64_t>((W.Out - 1) * Stride + K - In, 0);
-    W.PadBefore = Total / 2;
-    W.PadAfter = Total - W.PadBefore;
-  } else {
-    W.Out = In < K ? 0 : (In - K) / Stride + 1;
-    // What oneDNN needs to see the same output size.
-    W.PadAfter = 0;
-  }
-  return W;
-}
-
-/// The 2-D geometry of Conv2D / MaxPool on NHWC tensors.
-struct Window2D {
-  int64_t N = 0, C = 0;
-  WindowDim H, W;
-};
-
-/// Reads `strides` (default [1,1]), `padding` (\p DefaultPadding) and the
-/// window size from \p Ksize; fills \p G for an NHWC input of \p In.
-Status windowGeometry(const KernelInfo &I, const std::vector<int64_t> &In,
-                      int64_t KH, int64_t KW, const char *DefaultPadding,
-                      Window2D &G);
 
 //===----------------------------------------------------------------------===//
 // oneDNN

@@ -133,6 +133,50 @@ Status cpu::windowGeometry(const KernelInfo &I, const std::vector<int64_t> &In,
   return Status::ok();
 }
 
+Status cpu::convGeometry(const KernelInfo &I, ConvMode Mode, ConvGeometry &G) {
+  MDRT_RETURN_IF_ERROR(checkArity(I, 2, 2, 1));
+  MDRT_RETURN_IF_ERROR(checkTypes(I, {0, 1}, {0}, I.Outputs[0].Type));
+  std::vector<int64_t> &X = G.X, &F = G.F, &Y = G.Y;
+  switch (Mode) {
+  case ConvMode::Forward:
+    X = I.Inputs[0].Shape;
+    F = I.Inputs[1].Shape;
+    Y = I.Outputs[0].Shape;
+    break;
+  case ConvMode::BackwardData:
+    F = I.Inputs[0].Shape;
+    Y = I.Inputs[1].Shape;
+    X = I.Outputs[0].Shape;
+    if (I.Attrs.has("input_shape") && I.Attrs.getInts("input_shape") != X)
+      return Status::error("output " + I.Outputs[0].str() +
+                           " does not have the 'input_shape' " +
+                           shapeStr(I.Attrs.getInts("input_shape")));
+    break;
+  case ConvMode::BackwardFilter:
+    X = I.Inputs[0].Shape;
+    Y = I.Inputs[1].Shape;
+    F = I.Outputs[0].Shape;
+    if (I.Attrs.has("filter_shape") && I.Attrs.getInts("filter_shape") != F)
+      return Status::error("output " + I.Outputs[0].str() +
+                           " does not have the 'filter_shape' " +
+                           shapeStr(I.Attrs.getInts("filter_shape")));
+    break;
+  }
+  if (F.size() != 4)
+    return Status::error("filter must be HWIO, got " + shapeStr(F));
+  MDRT_RETURN_IF_ERROR(windowGeometry(I, X, F[0], F[1], "SAME", G.Win));
+  if (F[2] != X[3])
+    return Status::error("input " + shapeStr(X) +
+                         " does not match the filter " + shapeStr(F));
+  G.Co = F[3];
+  std::vector<int64_t> Want = {G.Win.N, G.Win.H.Out, G.Win.W.Out, G.Co};
+  if (Y != Want)
+    return Status::error("output of the convolution of " + shapeStr(X) +
+                         " by " + shapeStr(F) + " should be " + shapeStr(Want) +
+                         ", got " + shapeStr(Y));
+  return Status::ok();
+}
+
 #ifdef MDRT_HAVE_DNNL
 dnnl::engine &cpu::dnnlEngine() {
   static dnnl::engine E(dnnl::engine::kind::cpu, 0);

@@ -123,45 +123,30 @@ struct Geometry {
   int64_t SH = 1, SW = 1, PT = 0, PL = 0, PB = 0, PR = 0;
 };
 
+/// \p G from lib/cpu's geometry (one definition of padding and checks).
+void fromWindow(const cpu::Window2D &Win, Geometry &G) {
+  G.N = Win.N;
+  G.C = Win.C;
+  G.H = Win.H.In;
+  G.W = Win.W.In;
+  G.KH = Win.H.K;
+  G.KW = Win.W.K;
+  G.SH = Win.H.Stride;
+  G.SW = Win.W.Stride;
+  G.OH = Win.H.Out;
+  G.OW = Win.W.Out;
+  G.PT = Win.H.PadBefore;
+  G.PB = Win.H.PadAfter;
+  G.PL = Win.W.PadBefore;
+  G.PR = Win.W.PadAfter;
+}
+
 Status windowGeometry(const KernelInfo &I, const std::vector<int64_t> &X,
                       int64_t KH, int64_t KW, const char *DefaultPadding,
                       Geometry &G) {
-  if (X.size() != 4)
-    return Status::error("expected an NHWC tensor, got " + cpu::shapeStr(X));
-  std::vector<int64_t> S = I.Attrs.has("strides") ? I.Attrs.getInts("strides")
-                                                  : std::vector<int64_t>{1, 1};
-  if (S.size() != 2 || S[0] < 1 || S[1] < 1)
-    return Status::error("'strides' must be two positive integers, got " +
-                         cpu::shapeStr(S));
-  if (KH < 1 || KW < 1)
-    return Status::error("window must be positive, got " +
-                         cpu::shapeStr({KH, KW}));
-  std::string Pad = I.Attrs.getString("padding", DefaultPadding);
-  if (Pad != "SAME" && Pad != "VALID")
-    return Status::error("padding must be SAME or VALID, got '" + Pad + "'");
-  bool Same = Pad == "SAME";
-  auto Dim = [&](int64_t In, int64_t K, int64_t Stride, int64_t &Out,
-                 int64_t &Before, int64_t &After) {
-    if (Same) {
-      Out = (In + Stride - 1) / Stride;
-      int64_t Total = std::max<int64_t>((Out - 1) * Stride + K - In, 0);
-      Before = Total / 2;
-      After = Total - Before;
-    } else {
-      Out = In < K ? 0 : (In - K) / Stride + 1;
-      Before = After = 0;
-    }
-  };
-  G.N = X[0];
-  G.H = X[1];
-  G.W = X[2];
-  G.C = X[3];
-  G.KH = KH;
-  G.KW = KW;
-  G.SH = S[0];
-  G.SW = S[1];
-  Dim(G.H, KH, G.SH, G.OH, G.PT, G.PB);
-  Dim(G.W, KW, G.SW, G.OW, G.PL, G.PR);
+  cpu::Window2D Win;
+  MDRT_RETURN_IF_ERROR(cpu::windowGeometry(I, X, KH, KW, DefaultPadding, Win));
+  fromWindow(Win, G);
   return Status::ok();
 }
 
@@ -169,7 +154,7 @@ Status windowGeometry(const KernelInfo &I, const std::vector<int64_t> &X,
 // Convolutions
 //===----------------------------------------------------------------------===//
 
-enum class ConvMode { Forward, BackwardData, BackwardFilter };
+using cpu::ConvMode;
 
 /// y[n,oh,ow,co] = sum x[n,ih,iw,ci] f[kh,kw,ci,co].
 template <typename T>
@@ -303,47 +288,10 @@ public:
   }
 
   Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 2, 1));
-    DType Ty = I.Outputs[0].Type;
-    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {0, 1}, {0}, Ty));
-    std::vector<int64_t> X, F, Y;
-    switch (Mode) {
-    case ConvMode::Forward:
-      X = I.Inputs[0].Shape;
-      F = I.Inputs[1].Shape;
-      Y = I.Outputs[0].Shape;
-      break;
-    case ConvMode::BackwardData:
-      F = I.Inputs[0].Shape;
-      Y = I.Inputs[1].Shape;
-      X = I.Outputs[0].Shape;
-      if (I.Attrs.has("input_shape") && I.Attrs.getInts("input_shape") != X)
-        return Status::error("output " + I.Outputs[0].str() +
-                             " does not have the 'input_shape' " +
-                             cpu::shapeStr(I.Attrs.getInts("input_shape")));
-      break;
-    case ConvMode::BackwardFilter:
-      X = I.Inputs[0].Shape;
-      Y = I.Inputs[1].Shape;
-      F = I.Outputs[0].Shape;
-      if (I.Attrs.has("filter_shape") && I.Attrs.getInts("filter_shape") != F)
-        return Status::error("output " + I.Outputs[0].str() +
-                             " does not have the 'filter_shape' " +
-                             cpu::shapeStr(I.Attrs.getInts("filter_shape")));
-      break;
-    }
-    if (F.size() != 4)
-      return Status::error("filter must be HWIO, got " + cpu::shapeStr(F));
-    MDRT_RETURN_IF_ERROR(windowGeometry(I, X, F[0], F[1], "SAME", G));
-    if (F[2] != X[3])
-      return Status::error("input " + cpu::shapeStr(X) +
-                           " does not match the filter " + cpu::shapeStr(F));
-    G.Co = F[3];
-    if (Y != std::vector<int64_t>{G.N, G.OH, G.OW, G.Co})
-      return Status::error("output of the convolution of " + cpu::shapeStr(X) +
-                           " by " + cpu::shapeStr(F) + " should be " +
-                           cpu::shapeStr({G.N, G.OH, G.OW, G.Co}) + ", got " +
-                           cpu::shapeStr(Y));
+    cpu::ConvGeometry CG;
+    MDRT_RETURN_IF_ERROR(cpu::convGeometry(I, Mode, CG));
+    fromWindow(CG.Win, G);
+    G.Co = CG.Co;
     OutBytes = I.Outputs[0].bytes();
     Degenerate = !G.N || !G.H || !G.W || !G.C || !G.Co || !G.OH || !G.OW;
 #ifdef MDRT_HAVE_CUDNN

@@ -11,8 +11,8 @@
 // created while their device is current (cuda::activate) and keep its
 // Context.
 //
-// The argument checks are the CPU kernels' (lib/cpu/CpuKernels.cpp),
-// declared here again so that nvcc never sees CpuCommon.h (OpenMP,
+// The argument checks are the CPU kernels' (lib/KernelChecks.h, defined
+// in lib/cpu/CpuKernels.cpp); nvcc never sees CpuCommon.h (OpenMP,
 // oneDNN, target_clones).
 //
 //===----------------------------------------------------------------------===//
@@ -20,6 +20,7 @@
 #ifndef MDRT_LIB_CUDA_CUDACOMMON_H
 #define MDRT_LIB_CUDA_CUDACOMMON_H
 
+#include "../KernelChecks.h"
 #include "mdrt/Kernel.h"
 
 #include <cublas_v2.h>
@@ -36,17 +37,6 @@
 #endif
 
 namespace mdrt {
-namespace cpu {
-Status checkArity(const KernelInfo &I, size_t MinIn, size_t MaxIn,
-                  size_t NumOut);
-Status checkTypes(const KernelInfo &I, const std::vector<unsigned> &Inputs,
-                  const std::vector<unsigned> &Outputs, DType T);
-Status checkElements(const KernelInfo &I, const TensorDesc &D, int64_t N,
-                     const char *What);
-Status reductionAxes(const std::vector<int64_t> &Axes, size_t Rank,
-                     std::vector<bool> &Reduced);
-std::string shapeStr(const std::vector<int64_t> &S);
-} // namespace cpu
 
 namespace cuda {
 

@@ -1,0 +1,107 @@
+//===- KernelChecks.h - Argument checks shared by all kernels ---*- C++ -*-===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Private to the runtime's kernel libraries. The checks every device's
+// kernels make of their KernelInfo (arity, element types, shapes) and the
+// geometry of window ops (convolutions, pooling), defined once in
+// lib/cpu/CpuKernels.cpp so that a CPU and a GPU kernel accept and reject
+// the same plans with the same messages. Plain C++ (no OpenMP, oneDNN or
+// CUDA headers): lib/cuda's .cu files include it through nvcc.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MDRT_LIB_KERNELCHECKS_H
+#define MDRT_LIB_KERNELCHECKS_H
+
+#include "mdrt/Kernel.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mdrt {
+namespace cpu {
+
+/// Checks the number of inputs (in [MinIn, MaxIn]) and outputs.
+Status checkArity(const KernelInfo &I, size_t MinIn, size_t MaxIn,
+                  size_t NumOut);
+/// Checks that input or output descs have element type \p T.
+Status checkTypes(const KernelInfo &I, const std::vector<unsigned> &Inputs,
+                  const std::vector<unsigned> &Outputs, DType T);
+/// Checks that \p D has \p N elements.
+Status checkElements(const KernelInfo &I, const TensorDesc &D, int64_t N,
+                     const char *What);
+/// Flags the dimensions of a rank-\p Rank tensor named by \p Axes
+/// (negative counts from the end; empty: all).
+Status reductionAxes(const std::vector<int64_t> &Axes, size_t Rank,
+                     std::vector<bool> &Reduced);
+/// "[2,3]".
+std::string shapeStr(const std::vector<int64_t> &S);
+
+//===----------------------------------------------------------------------===//
+// Window geometry (convolutions and pooling)
+//===----------------------------------------------------------------------===//
+
+/// One spatial dimension of a window op, padded as TensorFlow pads.
+struct WindowDim {
+  int64_t In = 0, K = 1, Stride = 1, Out = 0, PadBefore = 0, PadAfter = 0;
+};
+
+inline WindowDim windowDim(int64_t In, int64_t K, int64_t Stride, bool Same) {
+  WindowDim W;
+  W.In = In;
+  W.K = K;
+  W.Stride = Stride;
+  if (Same) {
+    W.Out = (In + Stride - 1) / Stride;
+    int64_t Total = std::max<int64_t>((W.Out - 1) * Stride + K - In, 0);
+    W.PadBefore = Total / 2;
+    W.PadAfter = Total - W.PadBefore;
+  } else {
+    W.Out = In < K ? 0 : (In - K) / Stride + 1;
+    // What oneDNN needs to see the same output size.
+    W.PadAfter = 0;
+  }
+  return W;
+}
+
+/// The 2-D geometry of Conv2D / MaxPool on NHWC tensors.
+struct Window2D {
+  int64_t N = 0, C = 0;
+  WindowDim H, W;
+};
+
+/// Reads `strides` (default [1,1]), `padding` (\p DefaultPadding) and the
+/// window size from \p Ksize; fills \p G for an NHWC input of \p In.
+Status windowGeometry(const KernelInfo &I, const std::vector<int64_t> &In,
+                      int64_t KH, int64_t KW, const char *DefaultPadding,
+                      Window2D &G);
+
+/// A Conv2D kernel (Forward) or one of its gradients: which of x (NHWC),
+/// filter (HWIO) and y (NHWC) are inputs and which is the output.
+enum class ConvMode { Forward, BackwardData, BackwardFilter };
+
+/// The checked shapes and window of a convolution kernel.
+struct ConvGeometry {
+  /// Input, filter and output shapes, wherever each comes from.
+  std::vector<int64_t> X, F, Y;
+  /// Batch, input channels and the spatial dimensions.
+  Window2D Win;
+  /// Output channels.
+  int64_t Co = 0;
+};
+
+/// Checks a convolution kernel of \p Mode (arity, one float type, the
+/// 'input_shape' / 'filter_shape' attributes of the gradients, SAME
+/// padding by default, the output shape) and fills \p G. Shared by every
+/// device's convolution kernels so that they accept the same plans.
+Status convGeometry(const KernelInfo &I, ConvMode Mode, ConvGeometry &G);
+
+} // namespace cpu
+} // namespace mdrt
+
+#endif // MDRT_LIB_KERNELCHECKS_H
