@@ -42,6 +42,20 @@ Status reductionAxes(const std::vector<int64_t> &Axes, size_t Rank,
 /// "[2,3]".
 std::string shapeStr(const std::vector<int64_t> &S);
 
+/// The dimensions of a MatMul: op(A)[M,K] x op(B)[K,N] = Y[M,N].
+struct MatMulDims {
+  int64_t M = 0, N = 0, K = 0;
+  bool TA = false, TB = false;
+};
+
+/// Checks a MatMul kernel (arity, one element type, rank-2 operands, the
+/// inner dimensions, the output shape) and fills \p D.
+Status matMulDims(const KernelInfo &I, MatMulDims &D);
+
+/// Checks a BatchSlice kernel (rows [Index*B/Count, (Index+1)*B/Count) of
+/// its input) and returns the byte offset of the slice in \p OffsetBytes.
+Status batchSliceOffset(const KernelInfo &I, size_t &OffsetBytes);
+
 //===----------------------------------------------------------------------===//
 // Window geometry (convolutions and pooling)
 //===----------------------------------------------------------------------===//

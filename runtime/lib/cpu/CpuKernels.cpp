@@ -133,6 +133,53 @@ Status cpu::windowGeometry(const KernelInfo &I, const std::vector<int64_t> &In,
   return Status::ok();
 }
 
+Status cpu::matMulDims(const KernelInfo &I, MatMulDims &D) {
+  MDRT_RETURN_IF_ERROR(checkArity(I, 2, 2, 1));
+  const TensorDesc &A = I.Inputs[0], &B = I.Inputs[1];
+  MDRT_RETURN_IF_ERROR(checkTypes(I, {0, 1}, {0}, A.Type));
+  if (A.rank() != 2 || B.rank() != 2)
+    return Status::error("MatMul needs rank-2 inputs, got " + A.str() +
+                         " and " + B.str());
+  D.TA = I.Attrs.getBool("transpose_a");
+  D.TB = I.Attrs.getBool("transpose_b");
+  D.M = D.TA ? A.Shape[1] : A.Shape[0];
+  D.K = D.TA ? A.Shape[0] : A.Shape[1];
+  int64_t KB = D.TB ? B.Shape[1] : B.Shape[0];
+  D.N = D.TB ? B.Shape[0] : B.Shape[1];
+  if (D.K != KB)
+    return Status::error("inner dimensions do not match: " + A.str() +
+                         (D.TA ? "^T" : "") + " x " + B.str() +
+                         (D.TB ? "^T" : ""));
+  if (I.Outputs[0].Shape != std::vector<int64_t>{D.M, D.N})
+    return Status::error("output " + I.Outputs[0].str() + " should be [" +
+                         std::to_string(D.M) + "," + std::to_string(D.N) + "]");
+  return Status::ok();
+}
+
+Status cpu::batchSliceOffset(const KernelInfo &I, size_t &OffsetBytes) {
+  MDRT_RETURN_IF_ERROR(checkArity(I, 1, 1, 1));
+  const TensorDesc &X = I.Inputs[0], &Y = I.Outputs[0];
+  if (X.Type != Y.Type || X.rank() == 0 || Y.rank() != X.rank())
+    return Status::error("cannot slice " + X.str() + " into " + Y.str());
+  int64_t Index = I.Attrs.getInt("index"), Count = I.Attrs.getInt("count");
+  int64_t B = X.Shape[0];
+  if (Count < 1 || Index < 0 || Index >= Count)
+    return Status::error("slice " + std::to_string(Index) + " of " +
+                         std::to_string(Count) + " is out of range");
+  int64_t Begin = Index * B / Count, End = (Index + 1) * B / Count;
+  if (Y.Shape[0] != End - Begin)
+    return Status::error("slice " + std::to_string(Index) + " of " +
+                         std::to_string(Count) + " of " + X.str() + " has " +
+                         std::to_string(End - Begin) + " rows, output is " +
+                         Y.str());
+  for (unsigned K = 1; K < X.rank(); ++K)
+    if (X.Shape[K] != Y.Shape[K])
+      return Status::error("cannot slice " + X.str() + " into " + Y.str());
+  size_t RowBytes = B ? X.bytes() / size_t(B) : 0;
+  OffsetBytes = size_t(Begin) * RowBytes;
+  return Status::ok();
+}
+
 Status cpu::convGeometry(const KernelInfo &I, ConvMode Mode, ConvGeometry &G) {
   MDRT_RETURN_IF_ERROR(checkArity(I, 2, 2, 1));
   MDRT_RETURN_IF_ERROR(checkTypes(I, {0, 1}, {0}, I.Outputs[0].Type));

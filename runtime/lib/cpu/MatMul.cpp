@@ -50,24 +50,13 @@ private:
 };
 
 template <typename T> Status MatMulKernel<T>::init(const KernelInfo &I) {
-  MDRT_RETURN_IF_ERROR(checkArity(I, 2, 2, 1));
-  const TensorDesc &A = I.Inputs[0], &B = I.Inputs[1];
-  MDRT_RETURN_IF_ERROR(checkTypes(I, {0, 1}, {0}, A.Type));
-  if (A.rank() != 2 || B.rank() != 2)
-    return Status::error("MatMul needs rank-2 inputs, got " + A.str() +
-                         " and " + B.str());
-  TA = I.Attrs.getBool("transpose_a");
-  TB = I.Attrs.getBool("transpose_b");
-  M = TA ? A.Shape[1] : A.Shape[0];
-  K = TA ? A.Shape[0] : A.Shape[1];
-  int64_t KB = TB ? B.Shape[1] : B.Shape[0];
-  N = TB ? B.Shape[0] : B.Shape[1];
-  if (K != KB)
-    return Status::error("inner dimensions do not match: " + A.str() +
-                         (TA ? "^T" : "") + " x " + B.str() + (TB ? "^T" : ""));
-  if (I.Outputs[0].Shape != std::vector<int64_t>{M, N})
-    return Status::error("output " + I.Outputs[0].str() + " should be [" +
-                         std::to_string(M) + "," + std::to_string(N) + "]");
+  MatMulDims D;
+  MDRT_RETURN_IF_ERROR(matMulDims(I, D));
+  M = D.M;
+  N = D.N;
+  K = D.K;
+  TA = D.TA;
+  TB = D.TB;
   // Products under 2 x 16 Mflop run on one core: on the MLP's shapes a
   // second core gained little and left the outputs spread over two caches,
   // slowing the kernels after them more than it saved.

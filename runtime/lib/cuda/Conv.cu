@@ -55,25 +55,13 @@ KernelOr makeFloat(const KernelInfo &I, DType T, Args... A) {
 template <typename T> class MatMulKernel : public CudaKernel {
 public:
   Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 2, 1));
-    const TensorDesc &A = I.Inputs[0], &B = I.Inputs[1];
-    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, {0, 1}, {0}, A.Type));
-    if (A.rank() != 2 || B.rank() != 2)
-      return Status::error("MatMul needs rank-2 inputs, got " + A.str() +
-                           " and " + B.str());
-    TA = I.Attrs.getBool("transpose_a");
-    TB = I.Attrs.getBool("transpose_b");
-    M = TA ? A.Shape[1] : A.Shape[0];
-    K = TA ? A.Shape[0] : A.Shape[1];
-    int64_t KB = TB ? B.Shape[1] : B.Shape[0];
-    N = TB ? B.Shape[0] : B.Shape[1];
-    if (K != KB)
-      return Status::error("inner dimensions do not match: " + A.str() +
-                           (TA ? "^T" : "") + " x " + B.str() +
-                           (TB ? "^T" : ""));
-    if (I.Outputs[0].Shape != std::vector<int64_t>{M, N})
-      return Status::error("output " + I.Outputs[0].str() + " should be [" +
-                           std::to_string(M) + "," + std::to_string(N) + "]");
+    cpu::MatMulDims D;
+    MDRT_RETURN_IF_ERROR(cpu::matMulDims(I, D));
+    M = D.M;
+    N = D.N;
+    K = D.K;
+    TA = D.TA;
+    TB = D.TB;
     if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
       return Status::error("MatMul dimensions beyond 2^31 are not supported "
                            "on GPUs");

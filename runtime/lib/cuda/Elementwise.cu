@@ -857,27 +857,9 @@ KernelOr createCopy(const KernelInfo &I) {
 }
 
 KernelOr createBatchSlice(const KernelInfo &I) {
-  MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 1));
-  const TensorDesc &X = I.Inputs[0], &Y = I.Outputs[0];
-  if (X.Type != Y.Type || X.rank() == 0 || Y.rank() != X.rank())
-    return Status::error("cannot slice " + X.str() + " into " + Y.str());
-  int64_t Index = I.Attrs.getInt("index"), Count = I.Attrs.getInt("count");
-  int64_t B = X.Shape[0];
-  if (Count < 1 || Index < 0 || Index >= Count)
-    return Status::error("slice " + std::to_string(Index) + " of " +
-                         std::to_string(Count) + " is out of range");
-  int64_t Begin = Index * B / Count, End = (Index + 1) * B / Count;
-  if (Y.Shape[0] != End - Begin)
-    return Status::error("slice " + std::to_string(Index) + " of " +
-                         std::to_string(Count) + " of " + X.str() + " has " +
-                         std::to_string(End - Begin) + " rows, output is " +
-                         Y.str());
-  for (unsigned K = 1; K < X.rank(); ++K)
-    if (X.Shape[K] != Y.Shape[K])
-      return Status::error("cannot slice " + X.str() + " into " + Y.str());
-  size_t RowBytes = B ? X.bytes() / size_t(B) : 0;
-  return finish(
-      std::make_unique<CopyKernel>(size_t(Begin) * RowBytes, Y.bytes()));
+  size_t Offset = 0;
+  MDRT_RETURN_IF_ERROR(cpu::batchSliceOffset(I, Offset));
+  return finish(std::make_unique<CopyKernel>(Offset, I.Outputs[0].bytes()));
 }
 
 template <typename From, typename To>
