@@ -56,6 +56,22 @@ Status matMulDims(const KernelInfo &I, MatMulDims &D);
 /// its input) and returns the byte offset of the slice in \p OffsetBytes.
 Status batchSliceOffset(const KernelInfo &I, size_t &OffsetBytes);
 
+/// BatchNorm (training: x, beta[, gamma] -> y, mean, variance), its
+/// gradient (dy, x, mean, variance[, gamma] -> dx, dbeta, dgamma) and
+/// BatchNormInference (x, beta[, gamma], mean, variance -> y).
+enum class BatchNormOp { Train, Grad, Inference };
+
+/// x viewed as [M, C] (C the last dimension), epsilon and scale.
+struct BatchNormDims {
+  int64_t M = 0, C = 0;
+  double Eps = 0.001;
+  bool Scale = false;
+};
+
+/// Checks a kernel of \p Op (arity, inputs for the 'scale' attribute, one
+/// element type, per-channel and per-element sizes) and fills \p D.
+Status batchNormDims(const KernelInfo &I, BatchNormOp Op, BatchNormDims &D);
+
 //===----------------------------------------------------------------------===//
 // Window geometry (convolutions and pooling)
 //===----------------------------------------------------------------------===//

@@ -23,20 +23,12 @@ using namespace mdrt::cpu;
 
 namespace {
 
-/// Shared parameters: [M, C] view, epsilon, scale.
-struct BnShape {
-  int64_t M = 0, C = 0;
-  double Eps = 0.001;
-  bool Scale = false;
+/// Shared parameters: [M, C] view, epsilon, scale, and the threads.
+struct BnShape : BatchNormDims {
   int Threads = 1;
 
-  Status init(const KernelInfo &I, const TensorDesc &X) {
-    if (X.rank() < 2)
-      return Status::error(I.Op + " input must have rank >= 2, got " + X.str());
-    C = X.Shape.back();
-    M = C ? X.numElements() / C : 0;
-    Eps = I.Attrs.getFloat("epsilon", 0.001);
-    Scale = I.Attrs.getBool("scale", false);
+  Status init(const KernelInfo &I, BatchNormOp Op) {
+    MDRT_RETURN_IF_ERROR(batchNormDims(I, Op, *this));
     Threads = threadsFor(M * C, GrainCheap, I.NumThreads);
     return Status::ok();
   }
@@ -87,24 +79,7 @@ MDRT_CPU_CLONES void normalizeRows(const T *X, T *Y, const T *Mean,
 template <typename T> class BatchNormKernel : public Kernel {
 public:
   Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(checkArity(I, 2, 3, 3));
-    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[0]));
-    size_t Want = S.Scale ? 3 : 2;
-    if (I.Inputs.size() != Want)
-      return Status::error(
-          "BatchNorm with scale=" + std::string(S.Scale ? "true" : "false") +
-          " takes " + std::to_string(Want) + " inputs, got " +
-          std::to_string(I.Inputs.size()));
-    std::vector<unsigned> Ins = {0, 1};
-    if (S.Scale)
-      Ins.push_back(2);
-    MDRT_RETURN_IF_ERROR(checkTypes(I, Ins, {0, 1, 2}, I.Inputs[0].Type));
-    for (unsigned K = 1; K < Want; ++K)
-      MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[K], S.C, "input"));
-    MDRT_RETURN_IF_ERROR(
-        checkElements(I, I.Outputs[0], I.Inputs[0].numElements(), "output"));
-    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[1], S.C, "output"));
-    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[2], S.C, "output"));
+    MDRT_RETURN_IF_ERROR(S.init(I, BatchNormOp::Train));
     Partials.resize(size_t(S.Threads) * size_t(S.C));
     Sum.resize(size_t(S.C));
     MeanD.resize(size_t(S.C));
@@ -181,23 +156,7 @@ private:
 template <typename T> class BatchNormInferenceKernel : public Kernel {
 public:
   Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(checkArity(I, 4, 5, 1));
-    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[0]));
-    size_t Want = S.Scale ? 5 : 4;
-    if (I.Inputs.size() != Want)
-      return Status::error("BatchNormInference with scale=" +
-                           std::string(S.Scale ? "true" : "false") + " takes " +
-                           std::to_string(Want) + " inputs, got " +
-                           std::to_string(I.Inputs.size()));
-    std::vector<unsigned> Ins;
-    for (unsigned K = 0; K < Want; ++K) {
-      Ins.push_back(K);
-      if (K)
-        MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[K], S.C, "input"));
-    }
-    MDRT_RETURN_IF_ERROR(checkTypes(I, Ins, {0}, I.Inputs[0].Type));
-    MDRT_RETURN_IF_ERROR(
-        checkElements(I, I.Outputs[0], I.Inputs[0].numElements(), "output"));
+    MDRT_RETURN_IF_ERROR(S.init(I, BatchNormOp::Inference));
     Factor.resize(size_t(S.C));
     return Status::ok();
   }
@@ -232,25 +191,7 @@ private:
 template <typename T> class BatchNormGradKernel : public Kernel {
 public:
   Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(checkArity(I, 4, 5, 3));
-    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[1]));
-    size_t Want = S.Scale ? 5 : 4;
-    if (I.Inputs.size() != Want)
-      return Status::error("BatchNormGrad with scale=" +
-                           std::string(S.Scale ? "true" : "false") + " takes " +
-                           std::to_string(Want) + " inputs, got " +
-                           std::to_string(I.Inputs.size()));
-    std::vector<unsigned> Ins = {0, 1, 2, 3};
-    if (S.Scale)
-      Ins.push_back(4);
-    MDRT_RETURN_IF_ERROR(checkTypes(I, Ins, {0, 1, 2}, I.Inputs[0].Type));
-    int64_t NX = I.Inputs[1].numElements();
-    MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[0], NX, "input"));
-    for (unsigned K = 2; K < Want; ++K)
-      MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[K], S.C, "input"));
-    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[0], NX, "output"));
-    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[1], S.C, "output"));
-    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[2], S.C, "output"));
+    MDRT_RETURN_IF_ERROR(S.init(I, BatchNormOp::Grad));
     Partials.resize(size_t(S.Threads) * size_t(2 * S.C));
     DBeta.resize(size_t(S.C));
     DGamma.resize(size_t(S.C));

@@ -180,6 +180,54 @@ Status cpu::batchSliceOffset(const KernelInfo &I, size_t &OffsetBytes) {
   return Status::ok();
 }
 
+Status cpu::batchNormDims(const KernelInfo &I, BatchNormOp Op,
+                          BatchNormDims &D) {
+  bool Train = Op == BatchNormOp::Train;
+  MDRT_RETURN_IF_ERROR(checkArity(I, Train ? 2 : 4, Train ? 3 : 5,
+                                  Op == BatchNormOp::Inference ? 1 : 3));
+  // x: input 1 of the gradient, input 0 otherwise.
+  const TensorDesc &X = I.Inputs[Op == BatchNormOp::Grad ? 1 : 0];
+  if (X.rank() < 2)
+    return Status::error(I.Op + " input must have rank >= 2, got " + X.str());
+  D.C = X.Shape.back();
+  D.M = D.C ? X.numElements() / D.C : 0;
+  D.Eps = I.Attrs.getFloat("epsilon", 0.001);
+  D.Scale = I.Attrs.getBool("scale", false);
+  size_t Want = (Train ? 2 : 4) + (D.Scale ? 1 : 0);
+  if (I.Inputs.size() != Want)
+    return Status::error(
+        I.Op + " with scale=" + std::string(D.Scale ? "true" : "false") +
+        " takes " + std::to_string(Want) + " inputs, got " +
+        std::to_string(I.Inputs.size()));
+  std::vector<unsigned> Ins;
+  for (unsigned K = 0; K < Want; ++K)
+    Ins.push_back(K);
+  DType T = I.Inputs[0].Type;
+  int64_t NX = X.numElements();
+  switch (Op) {
+  case BatchNormOp::Train:
+    MDRT_RETURN_IF_ERROR(checkTypes(I, Ins, {0, 1, 2}, T));
+    for (unsigned K = 1; K < Want; ++K)
+      MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[K], D.C, "input"));
+    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[0], NX, "output"));
+    break;
+  case BatchNormOp::Inference:
+    for (unsigned K = 1; K < Want; ++K)
+      MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[K], D.C, "input"));
+    MDRT_RETURN_IF_ERROR(checkTypes(I, Ins, {0}, T));
+    return checkElements(I, I.Outputs[0], NX, "output");
+  case BatchNormOp::Grad:
+    MDRT_RETURN_IF_ERROR(checkTypes(I, Ins, {0, 1, 2}, T));
+    MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[0], NX, "input"));
+    for (unsigned K = 2; K < Want; ++K)
+      MDRT_RETURN_IF_ERROR(checkElements(I, I.Inputs[K], D.C, "input"));
+    MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[0], NX, "output"));
+    break;
+  }
+  MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[1], D.C, "output"));
+  return checkElements(I, I.Outputs[2], D.C, "output");
+}
+
 Status cpu::convGeometry(const KernelInfo &I, ConvMode Mode, ConvGeometry &G) {
   MDRT_RETURN_IF_ERROR(checkArity(I, 2, 2, 1));
   MDRT_RETURN_IF_ERROR(checkTypes(I, {0, 1}, {0}, I.Outputs[0].Type));

@@ -355,43 +355,14 @@ inline unsigned columnBlocks(int64_t C) {
   return unsigned(std::min<int64_t>(std::max<int64_t>(C, 1), 65535));
 }
 
-struct BnShape {
-  int64_t M = 0, C = 0;
-  double Eps = 0.001;
-  bool Scale = false;
-  Status init(const KernelInfo &I, const TensorDesc &X) {
-    if (X.rank() < 2)
-      return Status::error(I.Op + " input must have rank >= 2, got " + X.str());
-    C = X.Shape.back();
-    M = C ? X.numElements() / C : 0;
-    Eps = I.Attrs.getFloat("epsilon", 0.001);
-    Scale = I.Attrs.getBool("scale", false);
-    return Status::ok();
-  }
-};
+using cpu::BatchNormDims;
+using cpu::BatchNormOp;
 
 /// Inputs x, beta, gamma (with scale); outputs y, mean, variance.
 template <typename T> class BatchNormKernel : public CudaKernel {
 public:
   Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 3, 3));
-    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[0]));
-    size_t Want = S.Scale ? 3 : 2;
-    if (I.Inputs.size() != Want)
-      return Status::error(
-          "BatchNorm with scale=" + std::string(S.Scale ? "true" : "false") +
-          " takes " + std::to_string(Want) + " inputs, got " +
-          std::to_string(I.Inputs.size()));
-    std::vector<unsigned> Ins = {0, 1};
-    if (S.Scale)
-      Ins.push_back(2);
-    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, Ins, {0, 1, 2}, I.Inputs[0].Type));
-    for (unsigned K = 1; K < Want; ++K)
-      MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Inputs[K], S.C, "input"));
-    MDRT_RETURN_IF_ERROR(cpu::checkElements(
-        I, I.Outputs[0], I.Inputs[0].numElements(), "output"));
-    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[1], S.C, "output"));
-    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[2], S.C, "output"));
+    MDRT_RETURN_IF_ERROR(cpu::batchNormDims(I, BatchNormOp::Train, S));
     return Scratch.allocate(size_t(2 * S.C) * sizeof(T));
   }
   void run(const ExecContext &X) override {
@@ -417,7 +388,7 @@ public:
   }
 
 private:
-  BnShape S;
+  BatchNormDims S;
   DeviceBuffer Scratch;
 };
 
@@ -425,23 +396,7 @@ private:
 template <typename T> class BatchNormInferenceKernel : public CudaKernel {
 public:
   Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 4, 5, 1));
-    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[0]));
-    size_t Want = S.Scale ? 5 : 4;
-    if (I.Inputs.size() != Want)
-      return Status::error("BatchNormInference with scale=" +
-                           std::string(S.Scale ? "true" : "false") + " takes " +
-                           std::to_string(Want) + " inputs, got " +
-                           std::to_string(I.Inputs.size()));
-    std::vector<unsigned> Ins;
-    for (unsigned K = 0; K < Want; ++K) {
-      Ins.push_back(K);
-      if (K)
-        MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Inputs[K], S.C, "input"));
-    }
-    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, Ins, {0}, I.Inputs[0].Type));
-    return cpu::checkElements(I, I.Outputs[0], I.Inputs[0].numElements(),
-                              "output");
+    return cpu::batchNormDims(I, BatchNormOp::Inference, S);
   }
   void run(const ExecContext &X) override {
     if (!S.C || !S.M)
@@ -457,7 +412,7 @@ public:
   }
 
 private:
-  BnShape S;
+  BatchNormDims S;
 };
 
 template <typename T>
@@ -503,25 +458,7 @@ __global__ void bnGradKernel(const T *DY, const T *X, const T *Mean, const T *A,
 template <typename T> class BatchNormGradKernel : public CudaKernel {
 public:
   Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 4, 5, 3));
-    MDRT_RETURN_IF_ERROR(S.init(I, I.Inputs[1]));
-    size_t Want = S.Scale ? 5 : 4;
-    if (I.Inputs.size() != Want)
-      return Status::error("BatchNormGrad with scale=" +
-                           std::string(S.Scale ? "true" : "false") + " takes " +
-                           std::to_string(Want) + " inputs, got " +
-                           std::to_string(I.Inputs.size()));
-    std::vector<unsigned> Ins = {0, 1, 2, 3};
-    if (S.Scale)
-      Ins.push_back(4);
-    MDRT_RETURN_IF_ERROR(cpu::checkTypes(I, Ins, {0, 1, 2}, I.Inputs[0].Type));
-    int64_t NX = I.Inputs[1].numElements();
-    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Inputs[0], NX, "input"));
-    for (unsigned K = 2; K < Want; ++K)
-      MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Inputs[K], S.C, "input"));
-    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[0], NX, "output"));
-    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[1], S.C, "output"));
-    MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[2], S.C, "output"));
+    MDRT_RETURN_IF_ERROR(cpu::batchNormDims(I, BatchNormOp::Grad, S));
     return Scratch.allocate(size_t(3 * S.C) * sizeof(T));
   }
   void run(const ExecContext &X) override {
@@ -544,7 +481,7 @@ public:
   }
 
 private:
-  BnShape S;
+  BatchNormDims S;
   DeviceBuffer Scratch;
 };
 
