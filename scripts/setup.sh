@@ -12,7 +12,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libflatbuffers-dev flatbuffers-compiler
   libgtest-dev libgmock-dev
-  libdnnl-dev libopenblas-dev
+  libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   dataset-fashion-mnist
 )
 PACKAGES+=(${MDPLAN_EXTRA_PACKAGES:-})
