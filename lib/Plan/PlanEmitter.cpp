@@ -47,27 +47,50 @@ struct BufInfo {
 class Emitter {
 public:
   Emitter(Graph &Train, Graph *Eval, const DeploymentConfig &C)
-      : Train(Train), Eval(Eval), C(C) {}
+      : Train(Train), Eval(Eval), C(C), FB(initialBytes(Train, Eval)) {}
   Expected<std::vector<uint8_t>> emit();
 
 private:
   /// One program's graph and its buffer ids.
   struct Prog {
+    Prog(Graph *G, std::string Name) : G(G), Name(std::move(Name)) {}
     Graph *G;
     std::string Name;
-    std::map<TensorKey, uint32_t> BufIds;
+    DenseMap<TensorKey, uint32_t> BufIds;
     std::vector<uint32_t> DevMap; // graph device -> plan device
+
+    /// The buffer of \p K; assignBuffers gave every output one.
+    uint32_t bufId(TensorKey K) const {
+      auto It = BufIds.find(K);
+      assert(It != BufIds.end() && "an output without a buffer");
+      return It->second;
+    }
   };
 
   uint32_t planDevice(const DeviceSpec &D);
   Error assignBuffers(Prog &P, bool IsEval);
   flatbuffers::Offset<fb::Program> emitProgram(Prog &P);
   flatbuffers::Offset<fb::Attr> emitAttr(StringRef Name, const Attr &A);
+  flatbuffers::Offset<flatbuffers::String> str(StringRef S) {
+    return FB.CreateString(S.data(), S.size());
+  }
+  /// Strings many kernels repeat (op and attribute names) are stored once.
+  flatbuffers::Offset<flatbuffers::String> sharedStr(StringRef S) {
+    return FB.CreateSharedString(S.data(), S.size());
+  }
+
+  /// What to reserve for the plan: the builder grows by doubling and copies
+  /// what it holds each time, so a large plan is best built in one block.
+  /// Pages never written cost nothing.
+  static size_t initialBytes(const Graph &Train, const Graph *Eval) {
+    size_t Nodes = Train.size() + (Eval ? Eval->size() : 0);
+    return (size_t(1) << 16) + Nodes * 512;
+  }
 
   Graph &Train;
   Graph *Eval;
   const DeploymentConfig &C;
-  flatbuffers::FlatBufferBuilder FB{1 << 16};
+  flatbuffers::FlatBufferBuilder FB;
 
   std::vector<DeviceSpec> Devices;
   std::map<std::string, uint32_t> DeviceIds;
@@ -102,6 +125,7 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
   DeployState &S = G.deployState();
   for (const DeviceSpec &D : G.getDevices())
     P.DevMap.push_back(planDevice(D));
+  P.BufIds.reserve(S.Buffers.size());
   for (size_t D = 0; D < S.Memory.size(); ++D) {
     uint32_t PD = P.DevMap[D];
     Arena[PD] = std::max(Arena[PD], S.Memory[D].ArenaBytes);
@@ -124,7 +148,8 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
     if (B.AliasOf) {
       auto It = P.BufIds.find({B.AliasOf.N, B.AliasOf.Index});
       if (It == P.BufIds.end())
-        return makeError("plan: the root of view '" + I.Name + "' has no buffer");
+        return makeError("plan: the root of view '" + I.Name +
+                         "' has no buffer");
       I.AliasOf = int(It->second);
     }
     if (B.Persistent) {
@@ -163,8 +188,9 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
       for (unsigned O = 0, NO = NP->getNumOutputs(); O != NO; ++O) {
         auto It = S.Buffers.find({NP.get(), O});
         if (It == S.Buffers.end())
-          return NP->error("output " + Twine(O) + " has no buffer (run "
-                                                   "plan-memory first)");
+          return NP->error("output " + Twine(O) +
+                           " has no buffer (run "
+                           "plan-memory first)");
         if (bool(It->second.AliasOf) != bool(Views))
           continue;
         if (Error E = Add({NP.get(), O}, It->second))
@@ -173,13 +199,13 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
   return Error::success();
 }
 
-flatbuffers::Offset<fb::Attr> Emitter::emitAttr(StringRef Name,
-                                                const Attr &A) {
-  auto NameOff = FB.CreateString(Name.str());
+flatbuffers::Offset<fb::Attr> Emitter::emitAttr(StringRef Name, const Attr &A) {
+  auto NameOff = sharedStr(Name);
   flatbuffers::Offset<flatbuffers::String> S;
   flatbuffers::Offset<flatbuffers::Vector<int64_t>> Ints;
   flatbuffers::Offset<flatbuffers::Vector<double>> Floats;
-  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>
+  flatbuffers::Offset<
+      flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>
       Strings;
   fb::AttrKind K = fb::AttrKind::Int;
   int64_t I = 0;
@@ -281,7 +307,7 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
   auto Ids = [&](auto Range) {
     std::vector<uint32_t> R;
     for (auto K : Range)
-      R.push_back(P.BufIds.at(K));
+      R.push_back(P.bufId(K));
     return R;
   };
   std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs;
@@ -300,16 +326,16 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
         Attrs.push_back(emitAttr(K, V));
       const auto &W = Waits[N];
       Kernels.push_back(fb::CreateKernel(
-          FB, FB.CreateString(N->getName().str()),
-          FB.CreateString(N->getOpName().str()), FB.CreateVector(Attrs),
-          FB.CreateVector(Ids(InKeys)), FB.CreateVector(Ids(OutKeys)),
+          FB, str(N->getName()), sharedStr(N->getOpName()),
+          FB.CreateVector(Attrs), FB.CreateVector(Ids(InKeys)),
+          FB.CreateVector(Ids(OutKeys)),
           FB.CreateVector(std::vector<uint32_t>(W.begin(), W.end())),
           Signals.count(N) != 0));
     }
     const DeployState::DeviceMemory &M = S.Memory[GD];
-    DevProgs.push_back(fb::CreateDeviceProgram(
-        FB, PD, FB.CreateVector(Kernels), M.ArenaBytes, M.NaiveBytes,
-        FB.CreateString(M.Method)));
+    DevProgs.push_back(fb::CreateDeviceProgram(FB, PD, FB.CreateVector(Kernels),
+                                               M.ArenaBytes, M.NaiveBytes,
+                                               FB.CreateString(M.Method)));
   }
 
   // Collectives by bucket, devices in the order the op lists them.
@@ -319,9 +345,10 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       Buckets[N->attrs().getInt("bucket")].push_back(N);
   std::vector<flatbuffers::Offset<fb::Collective>> Colls;
   for (auto &[Bk, Nodes] : Buckets) {
-    std::vector<std::string> Order = Nodes[0]->attrs().get("devices")
-                                         ? Nodes[0]->attrs().get("devices")->getStrings()
-                                         : std::vector<std::string>();
+    std::vector<std::string> Order =
+        Nodes[0]->attrs().get("devices")
+            ? Nodes[0]->attrs().get("devices")->getStrings()
+            : std::vector<std::string>();
     // The reduction order is the order the op lists its devices in.
     auto Rank = [&](const Node *N) {
       const DeviceSpec &D = G.deviceOf(*N);
@@ -337,10 +364,9 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       return Order.size() + P.DevMap[N->getDevice()];
     };
     std::vector<const Node *> Sorted = Nodes;
-    std::stable_sort(Sorted.begin(), Sorted.end(),
-                     [&](const Node *A, const Node *B) {
-                       return Rank(A) < Rank(B);
-                     });
+    std::stable_sort(
+        Sorted.begin(), Sorted.end(),
+        [&](const Node *A, const Node *B) { return Rank(A) < Rank(B); });
     std::vector<uint32_t> Devs, Ks;
     for (const Node *N : Sorted) {
       Devs.push_back(P.DevMap[N->getDevice()]);
@@ -357,12 +383,12 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       Inputs.push_back(fb::CreateInputBinding(
           FB, FB.CreateString(NP->getName().str()),
           FB.CreateString(NP->attrs().getString("feature").str()),
-          P.BufIds.at({NP.get(), 0})));
+          P.bufId({NP.get(), 0})));
 
   std::vector<flatbuffers::Offset<fb::Output>> Outputs;
   auto Out = [&](StringRef Name, fb::OutputKind K, TensorRef T) {
     Outputs.push_back(fb::CreateOutput(FB, FB.CreateString(Name.str()), K,
-                                       P.BufIds.at({T.N, T.Index})));
+                                       P.bufId({T.N, T.Index})));
   };
   if (S.TotalLoss)
     Out(P.Name == "eval" ? "loss" : "total_loss", fb::OutputKind::Loss,
@@ -399,9 +425,9 @@ Expected<std::vector<uint8_t>> Emitter::emit() {
     if (G && (!G->hasDeployState() || !G->deployState().MemoryPlanned))
       return makeError("emitting a plan needs plan-memory to run first");
   std::vector<Prog> Progs;
-  Progs.push_back(Prog{&Train, "train", {}, {}});
+  Progs.emplace_back(&Train, "train");
   if (Eval)
-    Progs.push_back(Prog{Eval, "eval", {}, {}});
+    Progs.emplace_back(Eval, "eval");
   for (size_t I = 0; I < Progs.size(); ++I)
     if (Error E = assignBuffers(Progs[I], I == 1))
       return std::move(E);
@@ -460,7 +486,8 @@ Expected<std::vector<uint8_t>> Emitter::emit() {
         A.getFloat("init_max", 0.05), Stream, A.getBool("trainable", true),
         MirrorOf));
     Fingerprint = mdrt::hashName(Name.c_str(), Fingerprint);
-    Fingerprint = mdrt::hashName(V->getOutputType(0).str().c_str(), Fingerprint);
+    Fingerprint =
+        mdrt::hashName(V->getOutputType(0).str().c_str(), Fingerprint);
   }
   std::vector<flatbuffers::Offset<fb::Constant>> ConstOffs;
   for (auto &[N, Buf] : ConstNodes)
