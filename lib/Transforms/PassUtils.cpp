@@ -23,14 +23,19 @@ Error mdplan::requireTypes(const Graph &G, StringRef Pass) {
   return Error::success();
 }
 
-UseMap mdplan::computeUses(const Graph &G) {
-  UseMap Uses;
-  // Growing the map moves every vector in it; most nodes are used.
-  Uses.reserve(G.size());
+UseMap::UseMap(const Graph &G) : Begin(G.getIdBound() + 1, 0) {
+  // Count the uses of each node, turn the counts into offsets, then fill
+  // each node's slice in graph order of the consumers.
+  for (const auto &N : G.nodes())
+    for (const TensorRef &In : N->getInputs())
+      ++Begin[In.N->getId() + 1];
+  for (size_t I = 1; I < Begin.size(); ++I)
+    Begin[I] += Begin[I - 1];
+  All.resize(Begin.back());
+  std::vector<unsigned> Next(Begin.begin(), Begin.end() - 1);
   for (const auto &N : G.nodes())
     for (unsigned I = 0, E = N->getNumInputs(); I != E; ++I)
-      Uses[N->getInput(I).N].push_back({N.get(), I});
-  return Uses;
+      All[Next[N->getInput(I).N->getId()]++] = {N.get(), I};
 }
 
 size_t mdplan::pruneUnreachable(Graph &G, ArrayRef<Node *> Roots) {

@@ -26,8 +26,6 @@
 #include "mdplan/Transforms/Pass.h"
 #include "mdplan/Transforms/PassUtils.h"
 
-#include "llvm/ADT/DenseSet.h"
-
 #include <queue>
 
 using namespace llvm;
@@ -113,21 +111,30 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
       List[I]->addControlInput(List[I - 1]);
   }
 
-  // One global order; communication first among ready nodes.
-  DenseMap<Node *, unsigned> Pending;
-  DenseMap<Node *, SmallVector<Node *, 4>> Users;
+  // One global order; communication first among ready nodes. Tables are
+  // indexed by node id; the consumers (data and control) of each node are
+  // one slice of Users.
+  unsigned Bound = G.getIdBound();
+  std::vector<unsigned> Pending(Bound, 0), UsersBegin(Bound + 1, 0);
   for (const auto &NP : G.nodes()) {
-    Node *N = NP.get();
-    unsigned Count = 0;
-    for (const TensorRef &In : N->getInputs()) {
-      Users[In.N].push_back(N);
-      ++Count;
+    for (const TensorRef &In : NP->getInputs())
+      ++UsersBegin[In.N->getId() + 1];
+    for (Node *C : NP->getControlInputs())
+      ++UsersBegin[C->getId() + 1];
+    Pending[NP->getId()] =
+        NP->getNumInputs() + unsigned(NP->getControlInputs().size());
+  }
+  for (unsigned I = 1; I <= Bound; ++I)
+    UsersBegin[I] += UsersBegin[I - 1];
+  std::vector<Node *> Users(UsersBegin.back());
+  {
+    std::vector<unsigned> Next(UsersBegin.begin(), UsersBegin.end() - 1);
+    for (const auto &NP : G.nodes()) {
+      for (const TensorRef &In : NP->getInputs())
+        Users[Next[In.N->getId()]++] = NP.get();
+      for (Node *C : NP->getControlInputs())
+        Users[Next[C->getId()]++] = NP.get();
     }
-    for (Node *C : N->getControlInputs()) {
-      Users[C].push_back(N);
-      ++Count;
-    }
-    Pending[N] = Count;
   }
   // Among the ready nodes: communication first, then the nodes whose
   // output is communicated (a gradient's final AddN, which adds the
@@ -138,19 +145,21 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
   auto IsComm = [](const Node &N) {
     return isa(N, OpKind::Send) || N.getOp().is(OF_Collective);
   };
-  DenseSet<const Node *> FeedsComm;
+  std::vector<uint8_t> Rank(Bound, 2);
   for (const auto &NP : G.nodes())
-    if (IsComm(*NP))
+    if (IsComm(*NP)) {
       for (const TensorRef &In : NP->getInputs())
-        FeedsComm.insert(In.N);
-  auto Key = [&](Node *N) {
-    unsigned Rank = IsComm(*N) ? 0u : FeedsComm.count(N) ? 1u : 2u;
-    return std::make_pair(Rank, N->getId());
+        if (!IsComm(*In.N))
+          Rank[In.N->getId()] = 1;
+      Rank[NP->getId()] = 0;
+    }
+  auto Cmp = [&](Node *A, Node *B) {
+    return std::make_pair(Rank[A->getId()], A->getId()) >
+           std::make_pair(Rank[B->getId()], B->getId());
   };
-  auto Cmp = [&](Node *A, Node *B) { return Key(A) > Key(B); };
   std::priority_queue<Node *, std::vector<Node *>, decltype(Cmp)> Ready(Cmp);
   for (const auto &NP : G.nodes())
-    if (Pending[NP.get()] == 0)
+    if (Pending[NP->getId()] == 0)
       Ready.push(NP.get());
   S.Schedules.assign(G.getDevices().size(), {});
   size_t Done = 0;
@@ -160,10 +169,10 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
     ++Done;
     if (hasKernel(*N))
       S.Schedules[N->getDevice()].push_back(N);
-    if (auto It = Users.find(N); It != Users.end())
-      for (Node *U : It->second)
-        if (--Pending[U] == 0)
-          Ready.push(U);
+    for (unsigned I = UsersBegin[N->getId()], E = UsersBegin[N->getId() + 1];
+         I != E; ++I)
+      if (--Pending[Users[I]->getId()] == 0)
+        Ready.push(Users[I]);
   }
   if (Done != G.size()) {
     // A variable read after its update in the same step, typically.

@@ -302,6 +302,9 @@ public:
   /// Nodes in creation order.
   llvm::ArrayRef<std::unique_ptr<Node>> nodes() const { return NodeList; }
   size_t size() const { return NodeList.size(); }
+  /// Every node id is below this bound (ids are never reused), so a table
+  /// indexed by node id can replace a map keyed by node.
+  unsigned getIdBound() const { return NextId; }
   /// Reorders the node list; \p Order must be a permutation of nodes().
   void setOrder(llvm::ArrayRef<Node *> Order);
 

@@ -14,6 +14,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <vector>
+
 namespace mdplan {
 
 /// An error unless replicate-clones ran on \p G.
@@ -23,21 +25,37 @@ inline llvm::Error requireReplicated(Graph &G, llvm::StringRef Pass) {
   return llvm::Error::success();
 }
 
-/// The consumers of every node output: (consumer, input index) pairs.
 /// An error at the first node (in graph order) with an output whose type
 /// was never inferred, for passes that need the types.
 llvm::Error requireTypes(const Graph &G, llvm::StringRef Pass);
 
+/// A data use of a node: (consumer, input index).
 using Use = std::pair<Node *, unsigned>;
-using UseMap = llvm::DenseMap<const Node *, llvm::SmallVector<Use, 4>>;
-UseMap computeUses(const Graph &G);
 
-/// The uses of \p N in \p Uses, without copying them (DenseMap::lookup
-/// returns a copy, which is quadratic over a node with many outputs).
+/// The data uses of every node of a graph as they were when computed, in
+/// graph order of the consumers. One array for all nodes, indexed by node
+/// id: no hashing and no allocation per node. Nodes created afterwards have
+/// no uses here.
+class UseMap {
+public:
+  explicit UseMap(const Graph &G);
+  /// The uses of \p N.
+  llvm::ArrayRef<Use> uses(const Node *N) const {
+    unsigned Id = N->getId();
+    if (Id + 1 >= Begin.size())
+      return {};
+    return llvm::ArrayRef<Use>(All).slice(Begin[Id], Begin[Id + 1] - Begin[Id]);
+  }
+
+private:
+  /// Node id -> index of its first use in All; one more entry than ids.
+  std::vector<unsigned> Begin;
+  std::vector<Use> All;
+};
+
+inline UseMap computeUses(const Graph &G) { return UseMap(G); }
 inline llvm::ArrayRef<Use> usesOf(const UseMap &Uses, const Node *N) {
-  auto It = Uses.find(N);
-  return It == Uses.end() ? llvm::ArrayRef<Use>()
-                          : llvm::ArrayRef<Use>(It->second);
+  return Uses.uses(N);
 }
 
 /// Removes every node that \p Roots do not need (through data inputs,
