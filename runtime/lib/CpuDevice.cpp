@@ -20,8 +20,7 @@ namespace {
 
 class CpuDevice : public Device {
 public:
-  CpuDevice(std::string Name, int Threads)
-      : Device(std::move(Name), Threads) {}
+  CpuDevice(std::string Name, int Threads) : Device(std::move(Name), Threads) {}
   ~CpuDevice() override {
     std::free(Arena);
     std::free(Persistent);
@@ -58,9 +57,9 @@ public:
       std::memcpy(Dst, Src, Bytes);
       return;
     }
-    // From an accelerator: it knows how to reach the host.
-    From.synchronize().isOk();
-    From.copyToHost(Dst, Src, Bytes);
+    // From an accelerator: it knows how to reach the host, after the
+    // sender's event (its stream may be capturing later work meanwhile).
+    From.copyToHostAfter(FromEvent, Dst, Src, Bytes);
   }
 };
 

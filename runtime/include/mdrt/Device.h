@@ -47,8 +47,19 @@ public:
   /// Copies \p Bytes from \p Src (memory of device \p From) to \p Dst (this
   /// device's memory), ordered after the work \p From recorded in event
   /// \p FromEvent, as part of this device's stream.
-  virtual void copyFrom(Device &From, int FromEvent, void *Dst,
-                        const void *Src, size_t Bytes) = 0;
+  virtual void copyFrom(Device &From, int FromEvent, void *Dst, const void *Src,
+                        size_t Bytes) = 0;
+
+  /// Copies \p Bytes from \p Src (this device's memory) to the host once
+  /// the work recorded in event \p Event is done, without waiting for what
+  /// was submitted after it (all submitted work when \p Event is negative).
+  /// Another device's thread calls it, for a transfer to the host.
+  virtual void copyToHostAfter(int Event, void *Dst, const void *Src,
+                               size_t Bytes) {
+    (void)Event;
+    synchronize().isOk(); // An error surfaces at the step's synchronize.
+    copyToHost(Dst, Src, Bytes);
+  }
 
   /// Asynchronous devices: marks the current point of the stream as event
   /// \p Id; waitEvent makes this device's stream wait for \p Other's event.

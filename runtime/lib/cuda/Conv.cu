@@ -18,9 +18,12 @@
 
 #include "CudaCommon.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 
 using namespace mdrt;
 using namespace mdrt::cuda;
@@ -259,6 +262,28 @@ __global__ void ohwiToHwio(const T *In, T *Out, int64_t KHW, int64_t Ci,
   }
 }
 
+#ifdef MDRT_HAVE_CUDNN
+/// Algorithms that compute in a transformed domain (FFT, Winograd).
+static bool isTransformAlgo(cudnnConvolutionFwdAlgo_t A) {
+  return A == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
+         A == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         A == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+         A == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+static bool isTransformAlgo(cudnnConvolutionBwdDataAlgo_t A) {
+  return A == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
+         A == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         A == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
+         A == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+static bool isTransformAlgo(cudnnConvolutionBwdFilterAlgo_t A) {
+  return A == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+         A == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         A == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD ||
+         A == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+#endif
+
 template <typename T> class ConvKernel : public CudaKernel {
 public:
   explicit ConvKernel(ConvMode Mode) : Mode(Mode) {}
@@ -284,8 +309,20 @@ public:
     Degenerate = !G.N || !G.H || !G.W || !G.C || !G.Co || !G.OH || !G.OW;
 #ifdef MDRT_HAVE_CUDNN
     if (!Degenerate && std::is_same<T, float>::value && G.PT == G.PB &&
-        G.PL == G.PR && !std::getenv("MDRT_CUDA_NO_CUDNN"))
-      return initCudnn();
+        G.PL == G.PR && !std::getenv("MDRT_CUDA_NO_CUDNN")) {
+      // cuDNN is an optimisation: what it rejects runs on the own kernels.
+      Status S = initCudnn();
+      if (!S.isOk()) {
+        UseCudnn = false;
+        static std::once_flag Once;
+        std::call_once(Once, [&] {
+          std::fprintf(stderr,
+                       "note: cuDNN cannot run a convolution (%s); mdrun's "
+                       "own kernels run it\n",
+                       S.message().c_str());
+        });
+      }
+    }
 #endif
     return Status::ok();
   }
@@ -366,17 +403,25 @@ private:
     int Got = 0;
     size_t Work = 0;
     bool Found = false;
-    // The heuristics' ranking, first deterministic FMA algorithm that fits.
+    cudnnMathType_t Math = CUDNN_FMA_MATH;
+    // In the heuristics' ranking, the first deterministic float32 (FMA)
+    // algorithm that fits; one computed like a matrix product before the
+    // FFT and Winograd ones, whose rounding is further from the CPU's
+    // direct convolution.
     auto Pick = [&](auto *Perf, auto &Algo) {
-      for (int K = 0; K < Got && !Found; ++K)
-        if (Perf[K].status == CUDNN_STATUS_SUCCESS &&
-            Perf[K].determinism == CUDNN_DETERMINISTIC &&
-            Perf[K].mathType != CUDNN_TENSOR_OP_MATH &&
-            Perf[K].memory <= MaxWorkspace) {
-          Algo = Perf[K].algo;
-          Work = Perf[K].memory;
-          Found = true;
-        }
+      for (int Pass = 0; Pass < 2 && !Found; ++Pass)
+        for (int K = 0; K < Got && !Found; ++K)
+          if (Perf[K].status == CUDNN_STATUS_SUCCESS &&
+              Perf[K].determinism == CUDNN_DETERMINISTIC &&
+              (Perf[K].mathType == CUDNN_FMA_MATH ||
+               Perf[K].mathType == CUDNN_DEFAULT_MATH) &&
+              Perf[K].memory <= MaxWorkspace &&
+              (Pass == 1 || !isTransformAlgo(Perf[K].algo))) {
+            Algo = Perf[K].algo;
+            Work = Perf[K].memory;
+            Math = Perf[K].mathType;
+            Found = true;
+          }
     };
     switch (Mode) {
     case ConvMode::Forward: {
@@ -409,6 +454,32 @@ private:
     }
     if (!Found)
       return Status::ok(); // The own kernels then.
+    // The algorithm and the math type it was ranked with go together; the
+    // workspace is what cuDNN asks for that algorithm.
+    MDRT_RETURN_IF_ERROR(Try(cudnnSetConvolutionMathType(CDesc, Math),
+                             "cudnnSetConvolutionMathType"));
+    size_t Need = 0;
+    switch (Mode) {
+    case ConvMode::Forward:
+      MDRT_RETURN_IF_ERROR(
+          Try(cudnnGetConvolutionForwardWorkspaceSize(H, XDesc, FDesc, CDesc,
+                                                      YDesc, FwdAlgo, &Need),
+              "cudnnGetConvolutionForwardWorkspaceSize"));
+      break;
+    case ConvMode::BackwardData:
+      MDRT_RETURN_IF_ERROR(
+          Try(cudnnGetConvolutionBackwardDataWorkspaceSize(
+                  H, FDesc, YDesc, CDesc, XDesc, DataAlgo, &Need),
+              "cudnnGetConvolutionBackwardDataWorkspaceSize"));
+      break;
+    case ConvMode::BackwardFilter:
+      MDRT_RETURN_IF_ERROR(
+          Try(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                  H, XDesc, YDesc, CDesc, FDesc, FilterAlgo, &Need),
+              "cudnnGetConvolutionBackwardFilterWorkspaceSize"));
+      break;
+    }
+    Work = std::max(Work, Need);
     MDRT_RETURN_IF_ERROR(Workspace.allocate(Work));
     MDRT_RETURN_IF_ERROR(
         Filter.allocate(size_t(G.KH * G.KW * G.C * G.Co) * sizeof(T)));

@@ -127,12 +127,15 @@ public:
     cudaFree(Persistent);
     if (Ctx.Stream)
       cudaStreamDestroy(Ctx.Stream);
+    if (ToHost)
+      cudaStreamDestroy(ToHost);
   }
 
   Status init() {
     MDRT_CUDA_TRY(cudaSetDevice(Ctx.Ordinal));
     MDRT_CUDA_TRY(
         cudaStreamCreateWithFlags(&Ctx.Stream, cudaStreamNonBlocking));
+    MDRT_CUDA_TRY(cudaStreamCreateWithFlags(&ToHost, cudaStreamNonBlocking));
     cublasStatus_t B = cublasCreate(&Ctx.Blas);
     if (B != CUBLAS_STATUS_SUCCESS)
       return cublasError(B, "cublasCreate");
@@ -201,6 +204,25 @@ public:
           "cudaMemcpyAsync");
     check(cudaStreamSynchronize(Ctx.Stream), "cudaStreamSynchronize");
   }
+  /// On the ToHost stream, after the event: the main stream is never
+  /// synchronized from another thread, which would break a capture in
+  /// progress on it (--cuda-graph) and wait for more than the transfer
+  /// needs. The planner keeps a sent buffer unchanged to the end of the step.
+  void copyToHostAfter(int Event, void *Dst, const void *Src,
+                       size_t Bytes) override {
+    if (Event < 0 || size_t(Event) >= Events.size()) {
+      Device::copyToHostAfter(Event, Dst, Src, Bytes);
+      return;
+    }
+    if (!Bytes)
+      return;
+    check(cudaSetDevice(Ctx.Ordinal), "cudaSetDevice");
+    check(cudaStreamWaitEvent(ToHost, Events[size_t(Event)], 0),
+          "cudaStreamWaitEvent");
+    check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyDeviceToHost, ToHost),
+          "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(ToHost), "cudaStreamSynchronize");
+  }
   void copyFrom(Device &From, int FromEvent, void *Dst, const void *Src,
                 size_t Bytes) override {
     if (!Bytes)
@@ -268,6 +290,8 @@ public:
 
 private:
   Context Ctx;
+  /// Transfers to the host that other devices' threads ask for.
+  cudaStream_t ToHost = nullptr;
   std::vector<cudaEvent_t> Events;
 };
 
