@@ -317,3 +317,24 @@ const DeviceSpec &Graph::deviceOf(const Node &N) const {
   static const DeviceSpec Empty;
   return N.isPlaced() ? Devices[N.getDevice()] : Empty;
 }
+
+ConsumerTable::ConsumerTable(const Graph &G) : Begin(G.getIdBound() + 1, 0) {
+  // Count each node's consumers, turn the counts into offsets, then fill
+  // each node's slice in graph order.
+  for (const auto &N : G.nodes()) {
+    for (const TensorRef &In : N->getInputs())
+      ++Begin[In.N->getId() + 1];
+    for (const Node *C : N->getControlInputs())
+      ++Begin[C->getId() + 1];
+  }
+  for (size_t I = 1; I < Begin.size(); ++I)
+    Begin[I] += Begin[I - 1];
+  All.resize(Begin.back());
+  std::vector<unsigned> Next(Begin.begin(), Begin.end() - 1);
+  for (const auto &N : G.nodes()) {
+    for (const TensorRef &In : N->getInputs())
+      All[Next[In.N->getId()]++] = N.get();
+    for (const Node *C : N->getControlInputs())
+      All[Next[C->getId()]++] = N.get();
+  }
+}

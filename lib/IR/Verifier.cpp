@@ -14,22 +14,22 @@ using namespace llvm;
 using namespace mdplan;
 
 /// Finds a cycle among the nodes not yet ordered and describes it.
-static Error describeCycle(const Graph &G,
-                           const DenseMap<const Node *, unsigned> &Pending) {
+static Error describeCycle(const Graph &G, ArrayRef<unsigned> Remaining) {
+  auto Pending = [&](const Node *N) { return Remaining[N->getId()] != 0; };
   // Every pending node has a pending predecessor; walk predecessors until a
   // node repeats.
   const Node *Start = nullptr;
   for (const auto &N : G.nodes())
-    if (Pending.lookup(N.get())) {
+    if (Pending(N.get())) {
       Start = N.get();
       break;
     }
   auto PendingPred = [&](const Node *N) -> const Node * {
     for (const TensorRef &In : N->getInputs())
-      if (Pending.lookup(In.N))
+      if (Pending(In.N))
         return In.N;
     for (const Node *C : N->getControlInputs())
-      if (Pending.lookup(C))
+      if (Pending(C))
         return C;
     return nullptr;
   };
@@ -53,29 +53,17 @@ static Error describeCycle(const Graph &G,
 }
 
 Expected<std::vector<Node *>> mdplan::topologicalOrder(const Graph &G) {
-  DenseMap<const Node *, unsigned> Remaining;
-  DenseMap<const Node *, SmallVector<Node *, 2>> Users;
-  Remaining.reserve(G.size());
-  for (const auto &NP : G.nodes()) {
-    Node *N = NP.get();
-    unsigned Count = 0;
-    for (const TensorRef &In : N->getInputs()) {
-      Users[In.N].push_back(N);
-      ++Count;
-    }
-    for (Node *C : N->getControlInputs()) {
-      Users[C].push_back(N);
-      ++Count;
-    }
-    Remaining[N] = Count;
-  }
+  ConsumerTable Users(G);
+  std::vector<unsigned> Remaining(G.getIdBound(), 0);
+  for (const auto &NP : G.nodes())
+    Remaining[NP->getId()] = numInEdges(*NP);
   // Kahn's algorithm; a ready node is emitted as soon as its turn in graph
   // order comes, which keeps the order stable.
   std::vector<Node *> Order;
   Order.reserve(G.size());
   std::vector<Node *> Stack;
   for (auto It = G.nodes().rbegin(), E = G.nodes().rend(); It != E; ++It)
-    if (Remaining[It->get()] == 0)
+    if (Remaining[(*It)->getId()] == 0)
       Stack.push_back(It->get());
   // Process in graph order: keep a min-heap by id.
   auto Cmp = [](Node *A, Node *B) { return A->getId() > B->getId(); };
@@ -85,11 +73,8 @@ Expected<std::vector<Node *>> mdplan::topologicalOrder(const Graph &G) {
     Node *N = Stack.back();
     Stack.pop_back();
     Order.push_back(N);
-    auto It = Users.find(N);
-    if (It == Users.end())
-      continue;
-    for (Node *U : It->second)
-      if (--Remaining[U] == 0) {
+    for (Node *U : Users.of(*N))
+      if (--Remaining[U->getId()] == 0) {
         Stack.push_back(U);
         std::push_heap(Stack.begin(), Stack.end(), Cmp);
       }

@@ -112,30 +112,12 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
   }
 
   // One global order; communication first among ready nodes. Tables are
-  // indexed by node id; the consumers (data and control) of each node are
-  // one slice of Users.
+  // indexed by node id.
   unsigned Bound = G.getIdBound();
-  std::vector<unsigned> Pending(Bound, 0), UsersBegin(Bound + 1, 0);
-  for (const auto &NP : G.nodes()) {
-    for (const TensorRef &In : NP->getInputs())
-      ++UsersBegin[In.N->getId() + 1];
-    for (Node *C : NP->getControlInputs())
-      ++UsersBegin[C->getId() + 1];
-    Pending[NP->getId()] =
-        NP->getNumInputs() + unsigned(NP->getControlInputs().size());
-  }
-  for (unsigned I = 1; I <= Bound; ++I)
-    UsersBegin[I] += UsersBegin[I - 1];
-  std::vector<Node *> Users(UsersBegin.back());
-  {
-    std::vector<unsigned> Next(UsersBegin.begin(), UsersBegin.end() - 1);
-    for (const auto &NP : G.nodes()) {
-      for (const TensorRef &In : NP->getInputs())
-        Users[Next[In.N->getId()]++] = NP.get();
-      for (Node *C : NP->getControlInputs())
-        Users[Next[C->getId()]++] = NP.get();
-    }
-  }
+  ConsumerTable Users(G);
+  std::vector<unsigned> Pending(Bound, 0);
+  for (const auto &NP : G.nodes())
+    Pending[NP->getId()] = numInEdges(*NP);
   // Among the ready nodes: communication first, then the nodes whose
   // output is communicated (a gradient's final AddN, which adds the
   // regularizer's gradient after the backward pass has gone on, feeds an
@@ -169,10 +151,9 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
     ++Done;
     if (hasKernel(*N))
       S.Schedules[N->getDevice()].push_back(N);
-    for (unsigned I = UsersBegin[N->getId()], E = UsersBegin[N->getId() + 1];
-         I != E; ++I)
-      if (--Pending[Users[I]->getId()] == 0)
-        Ready.push(Users[I]);
+    for (Node *U : Users.of(*N))
+      if (--Pending[U->getId()] == 0)
+        Ready.push(U);
   }
   if (Done != G.size()) {
     // A variable read after its update in the same step, typically.

@@ -401,6 +401,32 @@ private:
   std::unique_ptr<DeployState> State;
 };
 
+/// The consumers of every node through data and control edges, in graph
+/// order (a node that reads another twice is listed twice), in one table
+/// indexed by node id. A snapshot: nodes and edges added afterwards are not
+/// in it.
+class ConsumerTable {
+public:
+  explicit ConsumerTable(const Graph &G);
+  llvm::ArrayRef<Node *> of(const Node &N) const {
+    unsigned Id = N.getId();
+    if (Id + 1 >= Begin.size())
+      return {};
+    return llvm::ArrayRef<Node *>(All).slice(Begin[Id],
+                                             Begin[Id + 1] - Begin[Id]);
+  }
+
+private:
+  /// Node id -> index of its first consumer in All; one more than ids.
+  std::vector<unsigned> Begin;
+  std::vector<Node *> All;
+};
+
+/// The number of data and control inputs of \p N: the edges into it.
+inline unsigned numInEdges(const Node &N) {
+  return N.getNumInputs() + unsigned(N.getControlInputs().size());
+}
+
 } // namespace mdplan
 
 #endif // MDPLAN_IR_GRAPH_H
