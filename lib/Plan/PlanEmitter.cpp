@@ -272,37 +272,46 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
   for (size_t D = 0; D < S.Schedules.size(); ++D)
     DevOrder.push_back({P.DevMap[D], int(D)});
   std::sort(DevOrder.begin(), DevOrder.end());
-  DenseMap<const Node *, uint32_t> KernelId;
-  uint32_t Next = 0;
+  // Tables indexed by node id.
+  constexpr uint32_t NoKernel = ~uint32_t(0);
+  std::vector<uint32_t> KernelId(G.getIdBound(), NoKernel);
+  std::vector<const Node *> Kernels; // in kernel id order
   for (auto &[PD, GD] : DevOrder)
     for (Node *N : S.Schedules[GD])
-      if (!isViewOnly(*N, S))
-        KernelId[N] = Next++;
+      if (!isViewOnly(*N, S)) {
+        KernelId[N->getId()] = uint32_t(Kernels.size());
+        Kernels.push_back(N);
+      }
+  auto IsKernel = [&](const Node *N) {
+    return KernelId[N->getId()] != NoKernel;
+  };
 
   // The kernel a node's completion is marked by (views: their root's
   // producer); none for buffers ready before the step.
   std::function<const Node *(const Node *)> Target =
       [&](const Node *N) -> const Node * {
-    if (KernelId.count(N))
+    if (IsKernel(N))
       return N;
     if (isViewOnly(*N, S))
       return Target(N->getInput(0).N);
     return nullptr;
   };
-  DenseMap<const Node *, SmallVector<uint32_t, 2>> Waits;
-  DenseSet<const Node *> Signals;
-  for (auto &[N, Id] : KernelId) {
-    SmallVector<uint32_t, 2> &W = Waits[N];
+  // The kernels of other devices \p N waits for, sorted, each once.
+  auto WaitsOf = [&](const Node *N) {
+    SmallVector<uint32_t, 4> W;
     for (Node *Ctl : N->getControlInputs()) {
       const Node *T = Target(Ctl);
-      if (!T || P.DevMap[T->getDevice()] == P.DevMap[N->getDevice()])
-        continue;
-      W.push_back(KernelId.lookup(T));
-      Signals.insert(T);
+      if (T && P.DevMap[T->getDevice()] != P.DevMap[N->getDevice()])
+        W.push_back(KernelId[T->getId()]);
     }
     llvm::sort(W);
     W.erase(std::unique(W.begin(), W.end()), W.end());
-  }
+    return W;
+  };
+  std::vector<bool> Signals(G.getIdBound(), false);
+  for (const Node *N : Kernels)
+    for (uint32_t K : WaitsOf(N))
+      Signals[Kernels[K]->getId()] = true;
 
   auto Ids = [&](auto Range) {
     std::vector<uint32_t> R;
@@ -312,9 +321,9 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
   };
   std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs;
   for (auto &[PD, GD] : DevOrder) {
-    std::vector<flatbuffers::Offset<fb::Kernel>> Kernels;
+    std::vector<flatbuffers::Offset<fb::Kernel>> KernelOffs;
     for (Node *N : S.Schedules[GD]) {
-      if (!KernelId.count(N))
+      if (!IsKernel(N))
         continue;
       std::vector<TensorKey> InKeys, OutKeys;
       for (const TensorRef &In : N->getInputs())
@@ -324,23 +333,23 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       std::vector<flatbuffers::Offset<fb::Attr>> Attrs;
       for (const auto &[K, V] : N->attrs())
         Attrs.push_back(emitAttr(K, V));
-      const auto &W = Waits[N];
-      Kernels.push_back(fb::CreateKernel(
+      SmallVector<uint32_t, 4> W = WaitsOf(N);
+      KernelOffs.push_back(fb::CreateKernel(
           FB, str(N->getName()), sharedStr(N->getOpName()),
           FB.CreateVector(Attrs), FB.CreateVector(Ids(InKeys)),
           FB.CreateVector(Ids(OutKeys)),
           FB.CreateVector(std::vector<uint32_t>(W.begin(), W.end())),
-          Signals.count(N) != 0));
+          Signals[N->getId()]));
     }
     const DeployState::DeviceMemory &M = S.Memory[GD];
-    DevProgs.push_back(fb::CreateDeviceProgram(FB, PD, FB.CreateVector(Kernels),
-                                               M.ArenaBytes, M.NaiveBytes,
-                                               FB.CreateString(M.Method)));
+    DevProgs.push_back(fb::CreateDeviceProgram(
+        FB, PD, FB.CreateVector(KernelOffs), M.ArenaBytes, M.NaiveBytes,
+        FB.CreateString(M.Method)));
   }
 
   // Collectives by bucket, devices in the order the op lists them.
   std::map<int64_t, std::vector<const Node *>> Buckets;
-  for (auto &[N, Id] : KernelId)
+  for (const Node *N : Kernels)
     if (N->getOp().is(OF_Collective))
       Buckets[N->attrs().getInt("bucket")].push_back(N);
   std::vector<flatbuffers::Offset<fb::Collective>> Colls;
@@ -370,7 +379,7 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
     std::vector<uint32_t> Devs, Ks;
     for (const Node *N : Sorted) {
       Devs.push_back(P.DevMap[N->getDevice()]);
-      Ks.push_back(KernelId.lookup(N));
+      Ks.push_back(KernelId[N->getId()]);
     }
     Colls.push_back(fb::CreateCollective(
         FB, FB.CreateString(Nodes[0]->attrs().getString("group").str()),
