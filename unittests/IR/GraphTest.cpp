@@ -1,0 +1,112 @@
+//===- GraphTest.cpp - Node ids, consumer tables, topological order -------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The tables indexed by node id that the passes use instead of maps keyed
+// by node (ConsumerTable, UseMap), and topologicalOrder built on them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdplan/IR/Graph.h"
+#include "mdplan/IR/OpRegistry.h"
+#include "mdplan/IR/Verifier.h"
+
+#include "gtest/gtest.h"
+
+using namespace mdplan;
+
+namespace {
+
+std::vector<std::string> names(llvm::ArrayRef<Node *> Nodes) {
+  std::vector<std::string> R;
+  for (const Node *N : Nodes)
+    R.push_back(N->getName().str());
+  return R;
+}
+
+using Names = std::vector<std::string>;
+
+/// a -> b -> d, a -> c -> d (twice), c --ctl--> b.
+class GraphTest : public ::testing::Test {
+protected:
+  GraphTest() {
+    A = G.createNode("a", opDef(OpKind::Const));
+    B = G.createNode("b", opDef(OpKind::Relu));
+    C = G.createNode("c", opDef(OpKind::Relu));
+    D = G.createNode("d", opDef(OpKind::AddN));
+    B->addInput(A);
+    C->addInput(A);
+    D->addInput(B);
+    D->addInput(C);
+    D->addInput(C);
+    B->addControlInput(C);
+  }
+  Graph G;
+  Node *A, *B, *C, *D;
+};
+
+TEST_F(GraphTest, IdsStayBelowTheBound) {
+  EXPECT_EQ(G.getIdBound(), 4u);
+  for (const auto &N : G.nodes())
+    EXPECT_LT(N->getId(), G.getIdBound());
+  // Erasing leaves a gap; ids are not reused.
+  Node *E = G.createNode("e", opDef(OpKind::Relu));
+  E->addInput(D);
+  G.eraseIf([&](const Node &N) { return &N == E; });
+  Node *F = G.createNode("f", opDef(OpKind::Relu));
+  EXPECT_EQ(F->getId(), 5u);
+  EXPECT_EQ(G.getIdBound(), 6u);
+}
+
+TEST_F(GraphTest, ConsumersInGraphOrderWithRepeats) {
+  ConsumerTable T(G);
+  EXPECT_EQ(names(T.of(*A)), (Names{"b", "c"}));
+  EXPECT_EQ(names(T.of(*B)), (Names{"d"}));
+  // Control edge to b first (b comes first in graph order), then d's two
+  // data inputs.
+  EXPECT_EQ(names(T.of(*C)), (Names{"b", "d", "d"}));
+  EXPECT_TRUE(T.of(*D).empty());
+  EXPECT_EQ(numInEdges(*B), 2u);
+  EXPECT_EQ(numInEdges(*D), 3u);
+}
+
+TEST_F(GraphTest, ConsumerTableIsASnapshot) {
+  ConsumerTable T(G);
+  Node *E = G.createNode("e", opDef(OpKind::Relu));
+  E->addInput(D);
+  EXPECT_TRUE(T.of(*E).empty());
+  EXPECT_TRUE(T.of(*D).empty());
+  EXPECT_EQ(names(ConsumerTable(G).of(*D)), (Names{"e"}));
+}
+
+TEST_F(GraphTest, TopologicalOrderFollowsEdgesThenGraphOrder) {
+  auto Order = topologicalOrder(G);
+  ASSERT_TRUE(bool(Order)) << errorMessage(Order.takeError());
+  // b waits for c (control edge), so c comes before b.
+  EXPECT_EQ(names(*Order), (Names{"a", "c", "b", "d"}));
+}
+
+TEST_F(GraphTest, TopologicalOrderAfterErasingNodes) {
+  Node *E = G.createNode("e", opDef(OpKind::Relu));
+  E->addInput(A);
+  Node *F = G.createNode("f", opDef(OpKind::Relu));
+  F->addInput(A);
+  G.eraseIf([&](const Node &N) { return &N == E; });
+  auto Order = topologicalOrder(G);
+  ASSERT_TRUE(bool(Order)) << errorMessage(Order.takeError());
+  EXPECT_EQ(names(*Order), (Names{"a", "c", "b", "d", "f"}));
+}
+
+TEST_F(GraphTest, TopologicalOrderNamesACycle) {
+  C->addControlInput(D);
+  auto Order = topologicalOrder(G);
+  ASSERT_FALSE(bool(Order));
+  std::string Msg = errorMessage(Order.takeError());
+  EXPECT_NE(Msg.find("is part of a cycle: "), std::string::npos) << Msg;
+  EXPECT_NE(Msg.find("c -> "), std::string::npos) << Msg;
+  EXPECT_NE(Msg.find("d -> "), std::string::npos) << Msg;
+}
+
+} // namespace
