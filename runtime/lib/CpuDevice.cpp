@@ -51,6 +51,12 @@ public:
     if (Dst != Src)
       std::memcpy(Dst, Src, Bytes);
   }
+  /// The CPU runs what it was given at once, so waiting for an
+  /// asynchronous device means waiting for its work itself.
+  void waitEvent(Device &Other, int Id) override {
+    if (Other.kind() != DeviceKind::CPU)
+      Other.synchronizeEvent(Id);
+  }
   void copyFrom(Device &From, int FromEvent, void *Dst, const void *Src,
                 size_t Bytes) override {
     if (From.kind() == DeviceKind::CPU) {

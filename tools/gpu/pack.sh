@@ -15,6 +15,7 @@
 #   plans/*.mdp                       the plans of the checks, compiled here
 #   cpu/*.log                         per-step losses of those plans on this
 #                                     machine's CPU (soft placement)
+#   commit, schema.sha256             what the carry was made from
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-}
@@ -67,4 +68,6 @@ for m in mlp cnn mlp-mirrored cnn-mirrored; do
     --log-every=0 > "$OUT/cpu/$m.log"
 done
 git -C "$ROOT" rev-parse HEAD > "$OUT/commit" 2>/dev/null || true
+# run-gpu-checks.sh refuses a carry made from another plan schema.
+sha256sum "$ROOT/schema/plan.fbs" | cut -d' ' -f1 > "$OUT/schema.sha256"
 du -sh "$OUT"

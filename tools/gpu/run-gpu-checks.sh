@@ -3,34 +3,62 @@
 # ninja and PyTorch, but no internet, no apt and no LLVM / Protobuf /
 # FlatBuffers: builds mdrun alone (MDPLAN_BUILD_COMPILER=OFF) from this
 # repository plus shared/gpu-carry/ (made by tools/gpu/pack.sh on the
-# development machine), then runs
-#   1. losses: the MLP and CNN planned for one GPU (default and mirrored
-#      placement) against the CPU's losses, carried and recomputed here,
-#      20 steps, 1e-4 relative;
-#   2. shared: 2 and 4 clones sharing GPU 0 (ps and mirrored) against one
-#      clone at the combined batch, 1e-4 relative;
-#   3. graph: --cuda-graph against eager, 1e-6 relative;
-#   4. memcheck: compute-sanitizer on a few steps (eager, graphs, shared GPU);
-#   5. accuracy: MLP (MLP_EPOCHS, 15) and CNN (CNN_EPOCHS, 20) on
-#      Fashion-MNIST against 88.3% and 91.6% (SKIP_ACCURACY=1 skips);
-#   6. bench: mdrun CNN per-step time against PyTorch eager and CUDA graphs
-#      (bench/gpu/cnn_torch_gpu.py).
-# Prints PASS / FAIL per check and exits non-zero when any failed. Logs in
-# $OUT (default: gpu-checks/).
+# development machine), then runs the checks CHECKS names (default: all):
+#   losses    the MLP and CNN planned for one GPU (default and mirrored
+#             placement) against the CPU's losses, carried and recomputed
+#             here, 20 steps, 1e-4 relative;
+#   shared    2 and 4 clones sharing GPU 0 (ps and mirrored) against one
+#             clone at the combined batch, 1e-4 relative;
+#   graph     --cuda-graph against eager, 1e-6 relative, at least one graph;
+#   memcheck  compute-sanitizer on a few steps (eager, graphs, shared GPU);
+#   accuracy  MLP (MLP_EPOCHS, 15) and CNN (CNN_EPOCHS, 20) on Fashion-MNIST
+#             against 88.3% and 91.6%;
+#   bench     mdrun CNN per-step time against PyTorch eager and CUDA graphs
+#             (bench/gpu/cnn_torch_gpu.py, the mirrored plan: everything on
+#             the GPU, as PyTorch has it).
+# The build is incremental (BUILD, default build-gpu/), so the checks can be
+# split over several calls of a time-limited machine:
 #
-#   tools/gpu/run-gpu-checks.sh
-#   CUDA_ARCH=80 tools/gpu/run-gpu-checks.sh     # an A100 (default: native)
+#   tools/gpu/run-gpu-checks.sh                                  # all
+#   CHECKS="losses shared graph memcheck" tools/gpu/run-gpu-checks.sh
+#   CHECKS="accuracy bench" tools/gpu/run-gpu-checks.sh
+#   CUDA_ARCH=80 tools/gpu/run-gpu-checks.sh        # an A100 (default: 90)
+#
+# Every mdrun runs under `timeout RUN_TIMEOUT` (300 s; accuracy runs
+# 4 x that), so a hang fails its check instead of the whole session. Prints
+# PASS / FAIL per check and exits non-zero when any failed. Logs go to
+# LOGS (default gpu-checks/); when the device tool's $OUT is set they are
+# also packed into $LOGS/gpu-checks.tgz (it returns only a few files).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CARRY=${CARRY:-$ROOT/shared/gpu-carry}
 BUILD=${BUILD:-$ROOT/build-gpu}
-OUT=${OUT:-$ROOT/gpu-checks}
+LOGS=${LOGS:-$ROOT/gpu-checks}
 PY=${PYTHON:-python3}
 JOBS=${JOBS:-$(nproc)}
+CHECKS=" ${CHECKS:-losses shared graph memcheck accuracy bench} "
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 [ -d "$CARRY/plans" ] || { echo "no $CARRY: run tools/gpu/pack.sh first" >&2; exit 2; }
-mkdir -p "$OUT"
+if [ -f "$CARRY/schema.sha256" ] &&
+   [ "$(sha256sum "$ROOT/schema/plan.fbs" | cut -d' ' -f1)" != "$(cat "$CARRY/schema.sha256")" ]; then
+  echo "FAIL carry: $CARRY was made from another schema/plan.fbs; run tools/gpu/pack.sh again" >&2
+  exit 2
+fi
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+  trap 'tar czf "$LOGS/gpu-checks.tgz" -C "$LOGS" . 2>/dev/null' EXIT
+fi
 export PATH=$PATH:/usr/local/cuda/bin
 DATA=$CARRY/fashion-mnist
+want() { [[ "$CHECKS" == *" $1 "* ]]; }
+# timeout exits 124 when it stops a run: said so, and a failure.
+timed() { # seconds command...
+  local T=$1; shift
+  timeout "$T" "$@"
+  local S=$?
+  [ $S = 124 ] && echo "timed out after $T s: $*" >&2
+  return $S
+}
 
 # Build (runtime only). The carried headers are copied out of the source
 # tree: CMake refuses exported include directories inside it.
@@ -41,25 +69,30 @@ ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DMDPLAN_BUILD_COMPILER=OFF
       -DMDPLAN_BUILD_TESTS=OFF -DMDPLAN_ENABLE_MPI=OFF
       -DMDPLAN_FLATBUFFERS_INCLUDE_DIR="$HDRS/flatbuffers/include"
       -DMDPLAN_PREGENERATED_PLAN_HEADER="$HDRS/plan_generated.h"
-      -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-native}")
+      -DMDPLAN_FLATC=MDPLAN_FLATC-NOTFOUND
+      -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}")
 command -v nvcc > /dev/null || ARGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 if [ ! -e /usr/include/zlib.h ]; then
   LIBZ=$(ls /usr/lib/x86_64-linux-gnu/libz.so* /lib/x86_64-linux-gnu/libz.so* 2>/dev/null | head -1)
   ARGS+=(-DZLIB_INCLUDE_DIR="$HDRS/zlib/include" -DZLIB_LIBRARY="$LIBZ")
 fi
 echo "== build: cmake ${ARGS[*]}"
-cmake -S "$ROOT" -B "$BUILD" "${ARGS[@]}" > "$OUT/cmake.log" 2>&1 || {
-  tail -30 "$OUT/cmake.log"; echo "FAIL build (configure)"; exit 1; }
-grep -E "CUDA backend|cuDNN|NCCL" "$OUT/cmake.log"
+cmake -S "$ROOT" -B "$BUILD" "${ARGS[@]}" > "$LOGS/cmake.log" 2>&1 || {
+  tail -30 "$LOGS/cmake.log"; echo "FAIL build (configure)"; exit 1; }
+grep -E "CUDA backend|cuDNN|NCCL" "$LOGS/cmake.log"
+grep -q "CUDA backend:" "$LOGS/cmake.log" || {
+  tail -30 "$LOGS/cmake.log"; echo "FAIL build (CUDA not found: a CPU-only mdrun)"; exit 1; }
 START=$(date +%s)
-ninja -C "$BUILD" -j"$JOBS" mdrun > "$OUT/build.log" 2>&1 || {
-  grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; echo "FAIL build"; exit 1; }
+ninja -C "$BUILD" -j"$JOBS" mdrun > "$LOGS/build.log" 2>&1 || {
+  grep -E "error|FAILED" -A5 "$LOGS/build.log" | head -60; echo "FAIL build"; exit 1; }
 echo "built mdrun in $(( $(date +%s) - START )) s"
 MDRUN=$BUILD/bin/mdrun
 nvidia-smi -L || true
 
 FAILED=()
+RAN=0
 result() { # name status
+  RAN=$((RAN + 1))
   if [ "$2" = 0 ]; then echo "PASS $1"; else echo "FAIL $1"; FAILED+=("$1"); fi
 }
 compare() { # tol logs...
@@ -67,70 +100,88 @@ compare() { # tol logs...
 }
 run20() { # plan log extra...
   local P=$1 L=$2; shift 2
-  "$MDRUN" "$P" --data="$DATA" --steps=20 --no-shuffle --no-eval \
-    --print-losses --log-every=0 --no-progress "$@" > "$L" 2>&1
+  timed "$RUN_TIMEOUT" "$MDRUN" "$P" --data="$DATA" --steps=20 --no-shuffle \
+    --no-eval --print-losses --log-every=0 --no-progress "$@" > "$L" 2>&1
 }
 P=$CARRY/plans
 
-echo "== 1. losses on the GPU against the CPU"
-S=0
-for m in mlp cnn mlp-mirrored cnn-mirrored; do
-  run20 "$P/$m.mdp" "$OUT/$m-gpu.log" || { cat "$OUT/$m-gpu.log"; S=1; continue; }
-  env CUDA_VISIBLE_DEVICES= "$MDRUN" "$P/$m.mdp" --soft-placement \
-    --data="$DATA" --steps=20 --no-shuffle --no-eval --print-losses \
-    --log-every=0 --no-progress > "$OUT/$m-cpu.log" 2>&1 || S=1
-  echo -n "$m: "; compare 1e-4 "$CARRY/cpu/$m.log" "$OUT/$m-cpu.log" "$OUT/$m-gpu.log" || S=1
-done
-result losses $S
-
-echo "== 2. clones sharing GPU 0 against one clone"
-S=0
-LOGS=()
-for n in 1 2 4; do for s in ps mirrored; do
-  run20 "$P/shared-$n-$s.mdp" "$OUT/shared-$n-$s.log" --gpu-map=0,0,0,0 || {
-    cat "$OUT/shared-$n-$s.log"; S=1; }
-  LOGS+=("$OUT/shared-$n-$s.log")
-done; done
-compare 1e-4 "${LOGS[@]}" || S=1
-result shared $S
-
-echo "== 3. --cuda-graph against eager"
-S=0
-for m in cnn mlp-mirrored cnn-mirrored; do
-  run20 "$P/$m.mdp" "$OUT/$m-graph.log" --cuda-graph || { cat "$OUT/$m-graph.log"; S=1; continue; }
-  grep -E "^note: (cuda graph|--cuda-graph)" "$OUT/$m-graph.log"
-  if grep -q "capture.*failed" "$OUT/$m-graph.log"; then
-    grep "capture.*failed" "$OUT/$m-graph.log"; S=1
-  fi
-  echo -n "$m: "; compare 1e-6 "$OUT/$m-gpu.log" "$OUT/$m-graph.log" || S=1
-done
-result graph $S
-
-echo "== 4. compute-sanitizer memcheck"
-S=0
-if command -v compute-sanitizer > /dev/null; then
-  for args in "cnn-small.mdp" "cnn-small.mdp --cuda-graph" \
-              "mlp-small-shared.mdp --gpu-map=0,0"; do
-    set -- $args
-    PLAN=$1; shift
-    compute-sanitizer --tool=memcheck --error-exitcode=1 "$MDRUN" "$P/$PLAN" \
-      --synthetic --synthetic-examples=64 --steps=3 --no-eval --log-every=0 \
-      "$@" > "$OUT/memcheck.log" 2>&1 || { tail -40 "$OUT/memcheck.log"; S=1; }
-    echo "$args: $(grep "ERROR SUMMARY" "$OUT/memcheck.log")"
+if want losses; then
+  echo "== 1. losses on the GPU against the CPU"
+  S=0
+  for m in mlp cnn mlp-mirrored cnn-mirrored; do
+    run20 "$P/$m.mdp" "$LOGS/$m-gpu.log" || { cat "$LOGS/$m-gpu.log"; S=1; continue; }
+    timed "$RUN_TIMEOUT" env CUDA_VISIBLE_DEVICES= "$MDRUN" "$P/$m.mdp" \
+      --soft-placement --data="$DATA" --steps=20 --no-shuffle --no-eval \
+      --print-losses --log-every=0 --no-progress > "$LOGS/$m-cpu.log" 2>&1 || S=1
+    echo -n "$m: "; compare 1e-4 "$CARRY/cpu/$m.log" "$LOGS/$m-cpu.log" "$LOGS/$m-gpu.log" || S=1
   done
-else
-  echo "compute-sanitizer not found"; S=1
+  result losses $S
 fi
-result memcheck $S
 
-if [ "${SKIP_ACCURACY:-0}" != 1 ]; then
+if want shared; then
+  echo "== 2. clones sharing GPU 0 against one clone"
+  S=0
+  SHARED=()
+  for n in 1 2 4; do for s in ps mirrored; do
+    run20 "$P/shared-$n-$s.mdp" "$LOGS/shared-$n-$s.log" --gpu-map=0,0,0,0 || {
+      cat "$LOGS/shared-$n-$s.log"; S=1; }
+    SHARED+=("$LOGS/shared-$n-$s.log")
+  done; done
+  compare 1e-4 "${SHARED[@]}" || S=1
+  result shared $S
+fi
+
+if want graph; then
+  echo "== 3. --cuda-graph against eager"
+  S=0
+  for m in cnn mlp-mirrored cnn-mirrored; do
+    [ -s "$LOGS/$m-gpu.log" ] || run20 "$P/$m.mdp" "$LOGS/$m-gpu.log" || {
+      cat "$LOGS/$m-gpu.log"; S=1; continue; }
+    run20 "$P/$m.mdp" "$LOGS/$m-graph.log" --cuda-graph || { cat "$LOGS/$m-graph.log"; S=1; continue; }
+    grep -E "^note: (cuda graph|--cuda-graph)" "$LOGS/$m-graph.log"
+    if grep -q "capture.*failed" "$LOGS/$m-graph.log"; then
+      grep "capture.*failed" "$LOGS/$m-graph.log"; S=1
+    fi
+    # At least one graph captured and replayed.
+    grep -Eq "^note: cuda graph: program 'train' .* in [1-9][0-9]* graphs" \
+      "$LOGS/$m-graph.log" || { echo "$m: no graph was captured"; S=1; }
+    echo -n "$m: "; compare 1e-6 "$LOGS/$m-gpu.log" "$LOGS/$m-graph.log" || S=1
+  done
+  result graph $S
+fi
+
+if want memcheck; then
+  echo "== 4. compute-sanitizer memcheck"
+  S=0
+  if command -v compute-sanitizer > /dev/null; then
+    I=0
+    for args in "cnn-small.mdp" "cnn-small.mdp --cuda-graph" \
+                "mlp-small-shared.mdp --gpu-map=0,0"; do
+      set -- $args
+      PLAN=$1; shift
+      I=$((I + 1))
+      L=$LOGS/memcheck-$I.log
+      timed $((RUN_TIMEOUT * 2)) compute-sanitizer --tool=memcheck \
+        --error-exitcode=1 "$MDRUN" "$P/$PLAN" --synthetic \
+        --synthetic-examples=64 --steps=3 --no-eval --log-every=0 \
+        "$@" > "$L" 2>&1 || { tail -40 "$L"; S=1; }
+      echo "$args: $(grep "ERROR SUMMARY" "$L")"
+    done
+  else
+    echo "compute-sanitizer not found"; S=1
+  fi
+  result memcheck $S
+fi
+
+if want accuracy; then
   echo "== 5. accuracy on Fashion-MNIST"
   S=0
   for spec in "mlp ${MLP_EPOCHS:-15} 88.3" "cnn ${CNN_EPOCHS:-20} 91.6"; do
     set -- $spec
-    "$MDRUN" "$P/$1.mdp" --data="$DATA" --epochs="$2" --log-every=0 \
-      --no-progress > "$OUT/$1-accuracy.log" 2>&1 || { tail "$OUT/$1-accuracy.log"; S=1; continue; }
-    ACC=$(grep -o "test accuracy [0-9.]*" "$OUT/$1-accuracy.log" | tail -1 | awk '{print $3}')
+    timed $((RUN_TIMEOUT * 4)) "$MDRUN" "$P/$1.mdp" --data="$DATA" \
+      --epochs="$2" --log-every=0 --no-progress > "$LOGS/$1-accuracy.log" 2>&1 || {
+      tail "$LOGS/$1-accuracy.log"; S=1; continue; }
+    ACC=$(grep -o "test accuracy [0-9.]*" "$LOGS/$1-accuracy.log" | tail -1 | awk '{print $3}')
     echo "$1: $2 epochs, test accuracy $ACC% (target $3%)"
     "$PY" -c "import sys; a=float(sys.argv[1]); a=a*100 if a<=1 else a; sys.exit(a < float(sys.argv[2]))" \
       "${ACC:-0}" "$3" || S=1
@@ -138,11 +189,15 @@ if [ "${SKIP_ACCURACY:-0}" != 1 ]; then
   result accuracy $S
 fi
 
-echo "== 6. CNN per-step time: mdrun against PyTorch"
-"$PY" "$ROOT/bench/gpu/cnn_torch_gpu.py" --mdrun "$MDRUN" --plan "$P/cnn.mdp" \
-  --data "$DATA" 2>&1 | tee "$OUT/bench.log"
-result bench "${PIPESTATUS[0]}"
+if want bench; then
+  echo "== 6. CNN per-step time: mdrun against PyTorch"
+  timed $((RUN_TIMEOUT * 2)) "$PY" "$ROOT/bench/gpu/cnn_torch_gpu.py" \
+    --mdrun "$MDRUN" --plan "$P/cnn-mirrored.mdp" --data "$DATA" 2>&1 |
+    tee "$LOGS/bench.log"
+  result bench "${PIPESTATUS[0]}"
+fi
 
-if [ ${#FAILED[@]} -eq 0 ]; then echo "all GPU checks passed"; exit 0; fi
+if [ "$RAN" = 0 ]; then echo "built mdrun; no check selected (CHECKS)"; exit 0; fi
+if [ ${#FAILED[@]} -eq 0 ]; then echo "all $RAN GPU checks passed"; exit 0; fi
 echo "failed: ${FAILED[*]}"
 exit 1

@@ -65,6 +65,9 @@ public:
   /// \p Id; waitEvent makes this device's stream wait for \p Other's event.
   virtual void recordEvent(int Id) {}
   virtual void waitEvent(Device &Other, int Id) {}
+  /// Blocks the calling thread until the work recorded in event \p Id is
+  /// done (nothing to wait for on synchronous devices).
+  virtual void synchronizeEvent(int Id) {}
   /// Creates \p Count events (ids 0..Count-1).
   virtual Status createEvents(int Count) { return Status::ok(); }
 

@@ -309,7 +309,7 @@ public:
     Degenerate = !G.N || !G.H || !G.W || !G.C || !G.Co || !G.OH || !G.OW;
 #ifdef MDRT_HAVE_CUDNN
     if (!Degenerate && std::is_same<T, float>::value && G.PT == G.PB &&
-        G.PL == G.PR && !std::getenv("MDRT_CUDA_NO_CUDNN")) {
+        G.PL == G.PR && Ctx->Dnn) {
       // cuDNN is an optimisation: what it rejects runs on the own kernels.
       Status S = initCudnn();
       if (!S.isOk()) {
@@ -403,7 +403,6 @@ private:
     int Got = 0;
     size_t Work = 0;
     bool Found = false;
-    cudnnMathType_t Math = CUDNN_FMA_MATH;
     // In the heuristics' ranking, the first deterministic float32 (FMA)
     // algorithm that fits; one computed like a matrix product before the
     // FFT and Winograd ones, whose rounding is further from the CPU's
@@ -419,7 +418,6 @@ private:
               (Pass == 1 || !isTransformAlgo(Perf[K].algo))) {
             Algo = Perf[K].algo;
             Work = Perf[K].memory;
-            Math = Perf[K].mathType;
             Found = true;
           }
     };
@@ -454,10 +452,9 @@ private:
     }
     if (!Found)
       return Status::ok(); // The own kernels then.
-    // The algorithm and the math type it was ranked with go together; the
-    // workspace is what cuDNN asks for that algorithm.
-    MDRT_RETURN_IF_ERROR(Try(cudnnSetConvolutionMathType(CDesc, Math),
-                             "cudnnSetConvolutionMathType"));
+    // The descriptor stays at CUDNN_FMA_MATH whatever math type the
+    // algorithm was ranked with: CUDNN_DEFAULT_MATH allows TF32 on A100 and
+    // later GPUs. The workspace is what cuDNN asks for the algorithm.
     size_t Need = 0;
     switch (Mode) {
     case ConvMode::Forward:

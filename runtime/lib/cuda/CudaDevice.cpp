@@ -29,6 +29,8 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -99,6 +101,29 @@ constexpr size_t BlasWorkspaceBytes = size_t(32) << 20;
 // CudaDevice
 //===----------------------------------------------------------------------===//
 
+/// Makes \p Ordinal the calling thread's current device for the guard's
+/// lifetime. Copies for another device's thread (host transfers, the host
+/// collective's reduction) must leave that thread on its own GPU: a kernel
+/// launched on a stream of another device than the current one fails.
+class CurrentDevice {
+public:
+  explicit CurrentDevice(int Ordinal) {
+    if (cudaGetDevice(&Saved) != cudaSuccess)
+      Saved = -1;
+    if (Saved != Ordinal)
+      E = cudaSetDevice(Ordinal);
+  }
+  ~CurrentDevice() {
+    if (Saved >= 0)
+      cudaSetDevice(Saved);
+  }
+  cudaError_t error() const { return E; }
+
+private:
+  int Saved = -1;
+  cudaError_t E = cudaSuccess;
+};
+
 class CudaDevice : public Device {
 public:
   CudaDevice(std::string Name, int Ordinal) : Device(Name, 1) {
@@ -150,15 +175,31 @@ public:
         CUBLAS_STATUS_SUCCESS)
       return cublasError(B, "cublasSetMathMode");
 #ifdef MDRT_HAVE_CUDNN
-    cudnnStatus_t D = cudnnCreate(&Ctx.Dnn);
-    if (D != CUDNN_STATUS_SUCCESS)
-      return cudnnError(D, "cudnnCreate");
-    if ((D = cudnnSetStream(Ctx.Dnn, Ctx.Stream)) != CUDNN_STATUS_SUCCESS)
-      return cudnnError(D, "cudnnSetStream");
+    // cuDNN is an optimisation for convolutions: without it (a library
+    // that does not load, MDRT_CUDA_NO_CUDNN) they run on the own kernels.
+    if (!std::getenv("MDRT_CUDA_NO_CUDNN")) {
+      cudnnStatus_t D = cudnnCreate(&Ctx.Dnn);
+      if (D == CUDNN_STATUS_SUCCESS)
+        D = cudnnSetStream(Ctx.Dnn, Ctx.Stream);
+      if (D != CUDNN_STATUS_SUCCESS) {
+        std::fprintf(stderr,
+                     "note: %s: %s; convolutions run on mdrun's own "
+                     "kernels\n",
+                     Ctx.Name.c_str(),
+                     cudnnError(D, "cuDNN").message().c_str());
+        if (Ctx.Dnn)
+          cudnnDestroy(Ctx.Dnn);
+        Ctx.Dnn = nullptr;
+      }
+    }
 #endif
     MDRT_CUDA_TRY(
         cudaMalloc(reinterpret_cast<void **>(&Ctx.DevStep), sizeof(uint64_t)));
-    MDRT_CUDA_TRY(cudaMemset(Ctx.DevStep, 0, sizeof(uint64_t)));
+    // On the device's stream: the legacy stream's work is not ordered
+    // with a non-blocking stream's.
+    MDRT_CUDA_TRY(
+        cudaMemsetAsync(Ctx.DevStep, 0, sizeof(uint64_t), Ctx.Stream));
+    MDRT_CUDA_TRY(cudaStreamSynchronize(Ctx.Stream));
     MDRT_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void **>(&Ctx.HostStep),
                                 sizeof(uint64_t), cudaHostAllocDefault));
     *Ctx.HostStep = 0;
@@ -181,7 +222,8 @@ public:
                              cudaGetErrorString(E));
       Out = static_cast<uint8_t *>(P);
       // Zeroed like the CPU device's memory.
-      MDRT_CUDA_TRY(cudaMemset(P, 0, Size));
+      MDRT_CUDA_TRY(cudaMemsetAsync(P, 0, Size, Ctx.Stream));
+      MDRT_CUDA_TRY(cudaStreamSynchronize(Ctx.Stream));
       return Status::ok();
     };
     MDRT_RETURN_IF_ERROR(Alloc(ArenaBytes, Arena));
@@ -191,7 +233,8 @@ public:
   void copyFromHost(void *Dst, const void *Src, size_t Bytes) override {
     if (!Bytes)
       return;
-    check(cudaSetDevice(Ctx.Ordinal), "cudaSetDevice");
+    CurrentDevice On(Ctx.Ordinal);
+    check(On.error(), "cudaSetDevice");
     check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyHostToDevice, Ctx.Stream),
           "cudaMemcpyAsync");
     check(cudaStreamSynchronize(Ctx.Stream), "cudaStreamSynchronize");
@@ -199,7 +242,8 @@ public:
   void copyToHost(void *Dst, const void *Src, size_t Bytes) override {
     if (!Bytes)
       return;
-    check(cudaSetDevice(Ctx.Ordinal), "cudaSetDevice");
+    CurrentDevice On(Ctx.Ordinal);
+    check(On.error(), "cudaSetDevice");
     check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyDeviceToHost, Ctx.Stream),
           "cudaMemcpyAsync");
     check(cudaStreamSynchronize(Ctx.Stream), "cudaStreamSynchronize");
@@ -216,7 +260,8 @@ public:
     }
     if (!Bytes)
       return;
-    check(cudaSetDevice(Ctx.Ordinal), "cudaSetDevice");
+    CurrentDevice On(Ctx.Ordinal);
+    check(On.error(), "cudaSetDevice");
     check(cudaStreamWaitEvent(ToHost, Events[size_t(Event)], 0),
           "cudaStreamWaitEvent");
     check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyDeviceToHost, ToHost),
@@ -248,6 +293,14 @@ public:
             "cudaMemcpyPeerAsync");
   }
 
+  /// The host waits for the work before event \p Id: a CPU kernel that
+  /// must not run before this device's copy from host memory has read it
+  /// (a write after that read), for which the enqueuing alone is not
+  /// enough.
+  void synchronizeEvent(int Id) override {
+    if (Id >= 0 && size_t(Id) < Events.size())
+      check(cudaEventSynchronize(Events[size_t(Id)]), "cudaEventSynchronize");
+  }
   void recordEvent(int Id) override {
     if (Id >= 0 && size_t(Id) < Events.size())
       check(cudaEventRecord(Events[size_t(Id)], Ctx.Stream), "cudaEventRecord");
@@ -607,6 +660,11 @@ Status cuda::beginCapture(Device &D) {
   CudaDevice *C = asCuda(D);
   if (!C)
     return Status::error("device " + D.name() + " is not a GPU");
+  // A failure from before the capture is not the capture's: leave it for
+  // the step's synchronize to report (endCapture takes the errors it finds).
+  if (Status Before = C->context().error(); !Before.isOk())
+    return Status::error("the device failed before the capture: " +
+                         Before.message());
   MDRT_CUDA_TRY(cudaStreamBeginCapture(C->context().Stream,
                                        cudaStreamCaptureModeThreadLocal));
   return Status::ok();
