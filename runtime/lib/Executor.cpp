@@ -59,9 +59,9 @@ AttrMap convertAttrs(const fb::Kernel &K) {
       break;
     case fb::AttrKind::Shape:
     case fb::AttrKind::IntList:
-      M.set(N, A->ints() ? std::vector<int64_t>(A->ints()->begin(),
-                                                A->ints()->end())
-                         : std::vector<int64_t>());
+      M.set(N, A->ints()
+                   ? std::vector<int64_t>(A->ints()->begin(), A->ints()->end())
+                   : std::vector<int64_t>());
       break;
     case fb::AttrKind::FloatList:
       M.set(N, A->floats() ? std::vector<double>(A->floats()->begin(),
@@ -231,15 +231,14 @@ Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
         Devices.push_back(Dev.take());
         continue;
       }
-      std::string Why = "the plan places work on " + Name + ", but " +
-                        (Gpus == 0 ? std::string("this machine has no GPU")
-                                   : "this machine has " +
-                                         std::to_string(Gpus) + " GPU" +
-                                         (Gpus == 1 ? "" : "s"));
+      std::string Why =
+          "the plan places work on " + Name + ", but " +
+          (Gpus == 0 ? std::string("this machine has no GPU")
+                     : "this machine has " + std::to_string(Gpus) + " GPU" +
+                           (Gpus == 1 ? "" : "s"));
       if (!Opts.SoftPlacement)
-        return Status::error(Why +
-                             " (compile with --clone-on-cpu, or run with "
-                             "--soft-placement to use the CPU instead)");
+        return Status::error(Why + " (compile with --clone-on-cpu, or run with "
+                                   "--soft-placement to use the CPU instead)");
       Notes.push_back(Why + "; running it on the CPU (soft placement)");
     }
     Devices.push_back(createCpuDevice(Name, Threads));
@@ -318,8 +317,8 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       auto It = SendOf.find(convertAttrs(K).getInt("channel", -1));
       if (It == SendOf.end())
         return Status::error("recv '" + K.name()->str() +
-                             "' has no matching send in program '" +
-                             Prog.Name + "'");
+                             "' has no matching send in program '" + Prog.Name +
+                             "'");
       S.SrcKernel = It->second;
       const Slot &Send = Prog.Slots[It->second];
       S.SrcPtr = Send.In[0];
@@ -380,7 +379,13 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       bool AllGpu = std::all_of(Devs.begin(), Devs.end(), [](Device *D) {
         return D->kind() == DeviceKind::GPU;
       });
-      if (AllGpu)
+      // The GPU collectives add float32 and float64; other types (which the
+      // compiler's plans never all-reduce) go through the host.
+      bool Floats = true;
+      for (uint32_t K : *C->kernels())
+        for (const TensorDesc &T : Prog.Slots[K].Types)
+          Floats &= T.Type == DType::Float32 || T.Type == DType::Float64;
+      if (AllGpu && Floats)
         G = createNcclCollective(Devs);
       if (!G)
         G = createHostCollective(unsigned(Devs.size()));
@@ -638,9 +643,9 @@ Executor::create(std::shared_ptr<const PlanFile> Plan,
     MDRT_RETURN_IF_ERROR(I.createProgram(*FP));
   I.RunErrors.assign(I.Devices.size(), Status::ok());
   if (Opts.CudaGraph) {
-    bool AnyGpu = std::any_of(
-        I.Devices.begin(), I.Devices.end(),
-        [](const auto &D) { return D->kind() == DeviceKind::GPU; });
+    bool AnyGpu =
+        std::any_of(I.Devices.begin(), I.Devices.end(),
+                    [](const auto &D) { return D->kind() == DeviceKind::GPU; });
     if (!AnyGpu)
       E->Notes.push_back("--cuda-graph: the plan runs no device on a GPU; "
                          "running without CUDA graphs");
@@ -794,6 +799,8 @@ Status Executor::readOutputs(int ProgIndex, std::vector<OutputValue> &Out) {
     Host.resize(V.Type.bytes());
     Device &D = *I->Devices[I->P->buffers()->Get(O->buffer())->device()];
     D.copyToHost(Host.data(), I->BufPtr[O->buffer()], Host.size());
+    // A device records a failed copy; the values would be garbage.
+    MDRT_RETURN_IF_ERROR(D.synchronize());
     size_t N = size_t(V.Type.numElements());
     switch (V.Type.Type) {
     case DType::Float32:
@@ -827,8 +834,7 @@ Status Executor::readVariable(size_t Index, void *Host) {
 Status Executor::writeVariable(size_t Index, const void *Host) {
   const fb::Variable *V = I->P->variables()->Get(uint32_t(Index));
   Device &D = *I->Devices[I->P->buffers()->Get(V->buffer())->device()];
-  D.copyFromHost(I->BufPtr[V->buffer()], Host,
-                 I->BufType[V->buffer()].bytes());
+  D.copyFromHost(I->BufPtr[V->buffer()], Host, I->BufType[V->buffer()].bytes());
   return D.synchronize();
 }
 
@@ -861,8 +867,8 @@ void Executor::writeTrace(std::ostream &OS) const {
       snprintf(Buf, sizeof(Buf), "%.3f,\"dur\":%.3f",
                double(E.Start - I->TraceStart) / 1000.0,
                double(E.End - E.Start) / 1000.0);
-      OS << ",\n{\"name\":\"" << Escape(S.K->name()->str())
-         << "\",\"cat\":\"" << Escape(S.K->op()->str())
+      OS << ",\n{\"name\":\"" << Escape(S.K->name()->str()) << "\",\"cat\":\""
+         << Escape(S.K->op()->str())
          << "\",\"ph\":\"X\",\"pid\":1,\"tid\":" << D << ",\"ts\":" << Buf
          << ",\"args\":{\"program\":\"" << I->Programs[E.Program].Name
          << "\"}}";
