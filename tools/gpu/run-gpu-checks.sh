@@ -28,7 +28,7 @@
 # 4 x that), so a hang fails its check instead of the whole session. Prints
 # PASS / FAIL per check and exits non-zero when any failed. Logs go to
 # LOGS (default gpu-checks/); when the device tool's $OUT is set they are
-# also packed into $LOGS/gpu-checks.tgz (it returns only a few files).
+# also packed into $OUT/gpu-checks.tgz (it returns only a few files).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CARRY=${CARRY:-$ROOT/shared/gpu-carry}
@@ -46,7 +46,7 @@ if [ -f "$CARRY/schema.sha256" ] &&
 fi
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
-  trap 'tar czf "$LOGS/gpu-checks.tgz" -C "$LOGS" . 2>/dev/null' EXIT
+  trap 'tar czf "$OUT/gpu-checks.tgz" -C "$LOGS" . 2>/dev/null' EXIT
 fi
 export PATH=$PATH:/usr/local/cuda/bin
 DATA=$CARRY/fashion-mnist
