@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
                    << C->Train->deviceOf(*N).toString() << '\n';
   llvm::outs() << "plan bytes " << C->Plan.size() << '\n';
 
-  auto Plan = mdrt::PlanFile::fromBytes(C->Plan, argv[1]);
+  auto Plan = mdrt::PlanFile::fromBytes(C->Plan.toVector(), argv[1]);
   if (!Plan.isOk()) {
     llvm::errs() << Plan.status().message() << '\n';
     return 1;

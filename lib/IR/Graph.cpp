@@ -184,7 +184,8 @@ std::unique_ptr<Graph> Graph::clone() const {
   for (const auto &N : NodeList) {
     Node *M = C->createNode(N->getName(), N->getOp());
     M->Attrs = N->Attrs;
-    M->Requested = N->Requested;
+    if (N->Requested)
+      M->Requested = C->internRequested(*N->Requested);
     M->Stack = N->Stack ? Stks.lookup(N->Stack) : nullptr;
     M->Outputs = N->Outputs;
     M->Loc = N->Loc;
@@ -304,6 +305,22 @@ DeviceEntry *Graph::createEntry(DeviceEntry E) {
 DeviceFunction *Graph::addFunction(std::unique_ptr<DeviceFunction> F) {
   Functions.push_back(std::move(F));
   return Functions.back().get();
+}
+
+const DeviceSpec &Node::getRequestedDevice() const {
+  static const DeviceSpec Empty;
+  return Requested ? *Requested : Empty;
+}
+
+void Node::setRequestedDevice(const DeviceSpec &D) {
+  Requested = D.empty() ? nullptr : Parent->internRequested(D);
+}
+
+const DeviceSpec *Graph::internRequested(const DeviceSpec &D) {
+  auto Ins = RequestedIndex.try_emplace(D.toString(), nullptr);
+  if (Ins.second)
+    Ins.first->second = &RequestedSpecs.emplace_back(D);
+  return Ins.first->second;
 }
 
 int Graph::getOrAddDevice(const DeviceSpec &D) {

@@ -6,8 +6,8 @@
 
 #include "mdplan/IR/OpRegistry.h"
 
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 using namespace llvm;
 using namespace mdplan;
@@ -123,15 +123,17 @@ static std::string withArticle(StringRef Noun) {
 Error mdplan::verifyAndCompleteAttrs(Node &N) {
   const OpDef &Op = N.getOp();
   AttrDict Fixed;
+  // Every attribute of the op ends up set (given or defaulted).
+  Fixed.reserve(Op.Attrs.size());
   for (const auto &[Name, Value] : N.attrs()) {
     const AttrDef *D = Op.findAttr(Name);
     if (!D) {
       std::string Known;
       for (const AttrDef &A : Op.Attrs)
         Known += (Known.empty() ? "" : ", ") + A.Name.str();
-      return N.error("unknown attribute '" + Name + "' for op " + Op.Name +
-                     (Known.empty() ? " (it takes none)"
-                                    : " (it takes " + Known + ")"));
+      return N.error(
+          "unknown attribute '" + Name + "' for op " + Op.Name +
+          (Known.empty() ? " (it takes none)" : " (it takes " + Known + ")"));
     }
     Attr V = Value;
     if (!convertAttr(D->Kind, V))
@@ -144,8 +146,8 @@ Error mdplan::verifyAndCompleteAttrs(Node &N) {
         Ok |= A == V.getString();
       if (!Ok)
         return N.error("attribute '" + Name + "' of " + Op.Name +
-                       " must be one of " + join(D->Allowed, ", ") +
-                       ", got '" + V.getString() + "'");
+                       " must be one of " + join(D->Allowed, ", ") + ", got '" +
+                       V.getString() + "'");
     }
     Fixed.set(Name, std::move(V));
   }
@@ -168,9 +170,8 @@ Error mdplan::inferNodeShapes(Node &N) {
   for (const TensorRef &In : N.getInputs()) {
     if (In.Index >= In.N->getNumOutputs())
       return N.error("input '" + In.str() + "' does not exist: " +
-                     In.N->getName() + " has " +
-                     Twine(In.N->getNumOutputs()) + " output" +
-                     (In.N->getNumOutputs() == 1 ? "" : "s"));
+                     In.N->getName() + " has " + Twine(In.N->getNumOutputs()) +
+                     " output" + (In.N->getNumOutputs() == 1 ? "" : "s"));
     if (In.type().Elt == DType::Invalid)
       return N.error("input '" + In.str() + "' has no type yet");
   }

@@ -48,7 +48,7 @@ class Emitter {
 public:
   Emitter(Graph &Train, Graph *Eval, const DeploymentConfig &C)
       : Train(Train), Eval(Eval), C(C), FB(initialBytes(Train, Eval)) {}
-  Expected<std::vector<uint8_t>> emit();
+  Expected<PlanBytes> emit();
 
 private:
   /// One program's graph and its buffer ids.
@@ -429,7 +429,7 @@ static fb::InitKind initKind(StringRef Name) {
       .Default(fb::InitKind::GlorotUniform);
 }
 
-Expected<std::vector<uint8_t>> Emitter::emit() {
+Expected<PlanBytes> Emitter::emit() {
   for (Graph *G : {&Train, Eval})
     if (G && (!G->hasDeployState() || !G->deployState().MemoryPlanned))
       return makeError("emitting a plan needs plan-memory to run first");
@@ -523,8 +523,7 @@ Expected<std::vector<uint8_t>> Emitter::emit() {
       FB.CreateVector(VarOffs), FB.CreateVector(ConstOffs),
       FB.CreateVector(ProgOffs));
   fb::FinishPlanBuffer(FB, Root);
-  std::vector<uint8_t> Bytes(FB.GetBufferPointer(),
-                             FB.GetBufferPointer() + FB.GetSize());
+  PlanBytes Bytes(FB.Release());
   // What mdplan writes, mdrun must accept.
   mdrt::Status S = mdrt::verifyPlan(Bytes.data(), Bytes.size());
   if (!S.isOk())
@@ -533,7 +532,16 @@ Expected<std::vector<uint8_t>> Emitter::emit() {
   return std::move(Bytes);
 }
 
-Expected<std::vector<uint8_t>>
-mdplan::emitPlan(Graph &Train, Graph *Eval, const DeploymentConfig &Config) {
+PlanBytes::PlanBytes() = default;
+PlanBytes::PlanBytes(flatbuffers::DetachedBuffer B)
+    : Buf(std::make_unique<flatbuffers::DetachedBuffer>(std::move(B))) {}
+PlanBytes::PlanBytes(PlanBytes &&) = default;
+PlanBytes &PlanBytes::operator=(PlanBytes &&) = default;
+PlanBytes::~PlanBytes() = default;
+const uint8_t *PlanBytes::data() const { return Buf ? Buf->data() : nullptr; }
+size_t PlanBytes::size() const { return Buf ? Buf->size() : 0; }
+
+Expected<PlanBytes> mdplan::emitPlan(Graph &Train, Graph *Eval,
+                                     const DeploymentConfig &Config) {
   return Emitter(Train, Eval, Config).emit();
 }

@@ -110,3 +110,43 @@ TEST_F(GraphTest, TopologicalOrderNamesACycle) {
 }
 
 } // namespace
+
+TEST_F(GraphTest, RequestedDevicesAreSharedAndCloned) {
+  EXPECT_TRUE(A->getRequestedDevice().empty());
+  DeviceSpec Gpu;
+  Gpu.Type = "GPU";
+  Gpu.Index = 1;
+  B->setRequestedDevice(Gpu);
+  C->setRequestedDevice(Gpu);
+  EXPECT_EQ(B->getRequestedDevice(), Gpu);
+  // One copy per distinct spec.
+  EXPECT_EQ(&B->getRequestedDevice(), &C->getRequestedDevice());
+  DeviceSpec Ps;
+  Ps.Job = "ps";
+  C->setRequestedDevice(Ps);
+  EXPECT_EQ(C->getRequestedDevice().toString(), "/job:ps");
+  EXPECT_EQ(B->getRequestedDevice(), Gpu);
+  // Setting the empty spec clears the request.
+  B->setRequestedDevice(DeviceSpec());
+  EXPECT_TRUE(B->getRequestedDevice().empty());
+
+  std::unique_ptr<Graph> Copy = G.clone();
+  EXPECT_EQ(Copy->lookup("c")->getRequestedDevice().toString(), "/job:ps");
+  EXPECT_TRUE(Copy->lookup("b")->getRequestedDevice().empty());
+  // The copy owns its specs.
+  EXPECT_NE(&Copy->lookup("c")->getRequestedDevice(), &C->getRequestedDevice());
+}
+
+TEST(AttrDictTest, ReserveKeepsValuesAndOrder) {
+  AttrDict D;
+  D.reserve(5);
+  for (const char *N : {"e", "c", "a", "d", "b"})
+    D.set(N, Attr(int64_t(N[0])));
+  std::string Order;
+  for (const auto &[Name, Value] : D)
+    Order += Name;
+  EXPECT_EQ(Order, "abcde");
+  EXPECT_EQ(D.getInt("d"), int64_t('d'));
+  AttrDict Copy = D;
+  EXPECT_TRUE(Copy == D);
+}

@@ -125,7 +125,7 @@ void checkGradients(const Case &C) {
   CO.BuildEval = false;
   auto Comp = compileModel(std::move(*G), Ctx, CO);
   ASSERT_TRUE(bool(Comp)) << errorMessage(Comp.takeError());
-  auto Plan = mdrt::PlanFile::fromBytes(Comp->Plan, C.Name);
+  auto Plan = mdrt::PlanFile::fromBytes(Comp->Plan.toVector(), C.Name);
   ASSERT_TRUE(Plan.isOk()) << Plan.status().message();
   mdrt::ExecutorOptions EO;
   EO.Threads = 1;

@@ -36,10 +36,9 @@ llvm::StringRef attrKindName(AttrKind K);
 /// One attribute value.
 class Attr {
 public:
-  using Storage =
-      std::variant<int64_t, double, bool, std::string, DType, Shape,
-                   std::vector<int64_t>, std::vector<double>,
-                   std::vector<std::string>>;
+  using Storage = std::variant<int64_t, double, bool, std::string, DType, Shape,
+                               std::vector<int64_t>, std::vector<double>,
+                               std::vector<std::string>>;
 
   Attr() : V(int64_t(0)) {}
   Attr(int64_t I) : V(I) {}
@@ -98,6 +97,9 @@ public:
   const Attr *get(llvm::StringRef Name) const;
   bool has(llvm::StringRef Name) const { return get(Name) != nullptr; }
   bool erase(llvm::StringRef Name);
+  /// Makes room for \p N attributes: a dictionary that outgrows its inline
+  /// room is then allocated once at its final size.
+  void reserve(size_t N) { Entries.reserve(N); }
 
   int64_t getInt(llvm::StringRef Name, int64_t Default = 0) const;
   double getFloat(llvm::StringRef Name, double Default = 0) const;
@@ -116,7 +118,9 @@ public:
   bool operator==(const AttrDict &O) const { return Entries == O.Entries; }
 
 private:
-  llvm::SmallVector<Entry, 4> Entries;
+  /// Room for two inline: half the nodes of a training graph have two or
+  /// fewer; variables and optimizer updates have ten or more.
+  llvm::SmallVector<Entry, 2> Entries;
 };
 
 } // namespace mdplan

@@ -177,8 +177,10 @@ public:
   const AttrDict &attrs() const { return Attrs; }
 
   /// The device the node itself asks for (innermost stack entry).
-  const DeviceSpec &getRequestedDevice() const { return Requested; }
-  void setRequestedDevice(DeviceSpec D) { Requested = std::move(D); }
+  const DeviceSpec &getRequestedDevice() const;
+  /// Sets the requested device; the graph keeps one copy of each distinct
+  /// spec, as most nodes ask for none and the rest for a handful.
+  void setRequestedDevice(const DeviceSpec &D);
 
   const DeviceStack *getStack() const { return Stack; }
   void setStack(const DeviceStack *S) { Stack = S; }
@@ -226,7 +228,8 @@ private:
   llvm::SmallVector<TensorRef, 2> Inputs;
   llvm::SmallVector<Node *, 0> ControlInputs;
   AttrDict Attrs;
-  DeviceSpec Requested;
+  /// Interned by the graph; null for the empty spec.
+  const DeviceSpec *Requested = nullptr;
   const DeviceStack *Stack = nullptr;
   Node *ColocateWith = nullptr;
   llvm::SmallVector<TensorType, 1> Outputs;
@@ -392,6 +395,12 @@ private:
 
   std::vector<DeviceSpec> Devices;
   std::map<std::string, int> DeviceIndex;
+
+  friend class Node;
+  /// The graph's copy of \p D (see Node::setRequestedDevice).
+  const DeviceSpec *internRequested(const DeviceSpec &D);
+  std::deque<DeviceSpec> RequestedSpecs;
+  std::map<std::string, const DeviceSpec *> RequestedIndex;
 
   std::string Name;
   llvm::StringRef FileName;

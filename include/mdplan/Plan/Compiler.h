@@ -14,6 +14,7 @@
 #define MDPLAN_PLAN_COMPILER_H
 
 #include "mdplan/IR/Graph.h"
+#include "mdplan/Plan/PlanEmitter.h"
 #include "mdplan/Transforms/Pass.h"
 
 #include "llvm/Support/Error.h"
@@ -40,7 +41,7 @@ struct Compilation {
   std::unique_ptr<Graph> Train;
   std::unique_ptr<Graph> Eval;
   /// The plan, when the pipeline went as far as plan-memory.
-  std::vector<uint8_t> Plan;
+  PlanBytes Plan;
 };
 
 /// The evaluation pipeline's passes before and after placement.
