@@ -18,6 +18,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
@@ -798,7 +799,13 @@ Expected<std::unique_ptr<Graph>>
 mdplan::readModelBuffer(StringRef Contents, StringRef Name,
                         const ReadOptions &Opts) {
   StringRef File = internFileName(Name);
-  desc::Model M;
+  // The message of a large model is millions of small objects: an arena
+  // allocates them in large blocks and frees them at once.
+  pb::ArenaOptions AO;
+  AO.start_block_size = 64 << 10;
+  AO.max_block_size = 4 << 20;
+  pb::Arena Arena(AO);
+  desc::Model &M = *pb::Arena::CreateMessage<desc::Model>(&Arena);
   bool Binary = Opts.Format == InputFormat::Binary ||
                 (Opts.Format == InputFormat::Auto && isBinaryPath(Name));
   ParseInfoTree Tree;

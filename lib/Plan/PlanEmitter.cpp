@@ -53,17 +53,30 @@ public:
 private:
   /// One program's graph and its buffer ids.
   struct Prog {
-    Prog(Graph *G, std::string Name) : G(G), Name(std::move(Name)) {}
+    Prog(Graph *G, std::string Name)
+        : G(G), Name(std::move(Name)), BufIds(*G, NoBuffer) {}
+    static constexpr uint32_t NoBuffer = UINT32_MAX;
     Graph *G;
     std::string Name;
-    DenseMap<TensorKey, uint32_t> BufIds;
+    /// Output -> plan buffer id, NoBuffer until assigned.
+    OutputTable<uint32_t> BufIds;
     std::vector<uint32_t> DevMap; // graph device -> plan device
 
+    /// The buffer of \p K, or NoBuffer (also for another graph's node).
+    uint32_t findBuf(TensorKey K) const {
+      const uint32_t *Id = BufIds.find(*K.first, K.second);
+      return Id ? *Id : NoBuffer;
+    }
+    void setBuf(TensorKey K, uint32_t Id) {
+      uint32_t *Slot = BufIds.find(*K.first, K.second);
+      assert(Slot && "a node of another graph");
+      *Slot = Id;
+    }
     /// The buffer of \p K; assignBuffers gave every output one.
     uint32_t bufId(TensorKey K) const {
-      auto It = BufIds.find(K);
-      assert(It != BufIds.end() && "an output without a buffer");
-      return It->second;
+      uint32_t Id = findBuf(K);
+      assert(Id != NoBuffer && "an output without a buffer");
+      return Id;
     }
   };
 
@@ -125,7 +138,6 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
   DeployState &S = G.deployState();
   for (const DeviceSpec &D : G.getDevices())
     P.DevMap.push_back(planDevice(D));
-  P.BufIds.reserve(S.Buffers.size());
   for (size_t D = 0; D < S.Memory.size(); ++D) {
     uint32_t PD = P.DevMap[D];
     Arena[PD] = std::max(Arena[PD], S.Memory[D].ArenaBytes);
@@ -146,11 +158,11 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
     I.Persistent = B.Persistent;
     I.Offset = B.Offset;
     if (B.AliasOf) {
-      auto It = P.BufIds.find({B.AliasOf.N, B.AliasOf.Index});
-      if (It == P.BufIds.end())
+      uint32_t Root = P.findBuf({B.AliasOf.N, B.AliasOf.Index});
+      if (Root == Prog::NoBuffer)
         return makeError("plan: the root of view '" + I.Name +
                          "' has no buffer");
-      I.AliasOf = int(It->second);
+      I.AliasOf = int(Root);
     }
     if (B.Persistent) {
       const Node *N = K.first;
@@ -161,7 +173,7 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
           if (TB.Bytes != I.Bytes || TB.Elt != I.Elt || TB.Device != I.Device)
             return N->error("differs between the training and evaluation "
                             "programs (type or device)");
-          P.BufIds[K] = It->second;
+          P.setBuf(K, It->second);
           return Error::success();
         }
       }
@@ -172,7 +184,7 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
     }
     uint32_t Id = uint32_t(Bufs.size());
     Bufs.push_back(std::move(I));
-    P.BufIds[K] = Id;
+    P.setBuf(K, Id);
     if (K.first->getOp().isVariable()) {
       if (!IsEval)
         VariableBuffer[K.first->getName().str()] = Id;
@@ -485,8 +497,8 @@ Expected<PlanBytes> Emitter::emit() {
     }
     uint32_t Buf = VariableBuffer.count(Name) ? VariableBuffer[Name] : 0;
     for (Prog &P : Progs)
-      if (auto It = P.BufIds.find({V, 0}); It != P.BufIds.end())
-        Buf = It->second;
+      if (uint32_t Id = P.findBuf({V, 0}); Id != Prog::NoBuffer)
+        Buf = Id;
     VarOffs.push_back(fb::CreateVariable(
         FB, FB.CreateString(Name), Buf,
         initKind(A.getString("initializer", "glorot_uniform")),

@@ -431,6 +431,40 @@ private:
   std::vector<Node *> All;
 };
 
+/// A value for every output of every node of one graph, in one array
+/// indexed by node id and output index, where a map keyed by (node, output)
+/// would hash. A snapshot: the nodes and output counts of when it was made.
+template <typename T> class OutputTable {
+public:
+  OutputTable(const Graph &G, const T &Init) : G(&G) {
+    Begin.assign(G.getIdBound() + 1, 0);
+    for (const auto &N : G.nodes())
+      Begin[N->getId() + 1] = N->getNumOutputs();
+    for (size_t I = 1; I < Begin.size(); ++I)
+      Begin[I] += Begin[I - 1];
+    Values.assign(Begin.back(), Init);
+  }
+
+  /// The value of output \p Index of \p N, or null when \p N is not a node
+  /// of the graph (another graph's included) or has no such output.
+  T *find(const Node &N, unsigned Index) {
+    unsigned Id = N.getId();
+    if (&N.getGraph() != G || Id + 1 >= Begin.size() ||
+        Index >= Begin[Id + 1] - Begin[Id])
+      return nullptr;
+    return &Values[Begin[Id] + Index];
+  }
+  const T *find(const Node &N, unsigned Index) const {
+    return const_cast<OutputTable *>(this)->find(N, Index);
+  }
+
+private:
+  const Graph *G;
+  /// Node id -> index of its output 0 in Values; one more than ids.
+  std::vector<unsigned> Begin;
+  std::vector<T> Values;
+};
+
 /// The number of data and control inputs of \p N: the edges into it.
 inline unsigned numInEdges(const Node &N) {
   return N.getNumInputs() + unsigned(N.getControlInputs().size());
