@@ -75,7 +75,12 @@ buildEval(std::unique_ptr<Graph> G, const Graph &Train, PassContext &TrainCtx,
   DeploymentConfig C = TrainCtx.Config;
   C.GpusPerWorker = TrainCtx.Config.cluster().GpusPerWorker;
   C.NumClones = 1;
-  C.Strat = Strategy::ParameterServer;
+  // One clone, no gradients: the strategy only decides where variables
+  // would go, and they are moved to the training program's devices below.
+  // A multi-worker mirrored deployment stays mirrored (the ps strategy
+  // needs ps tasks with several replicas).
+  if (!(C.Strat == Strategy::Mirrored && C.NumReplicas > 1))
+    C.Strat = Strategy::ParameterServer;
   C.BatchPerClone = Opts.EvalBatch > 0 ? Opts.EvalBatch : 100;
   C.GlobalBatch = 0;
   PassContext Ctx(C);

@@ -5,8 +5,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "mdrt/Device.h"
+#include "mdrt/Process.h"
 
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -70,10 +72,14 @@ public:
 };
 
 /// Participants meet at a barrier; the last one adds everything in
-/// participant order and writes every output.
+/// participant order and writes every output. With a process group of
+/// several processes, it adds this process's sums to the other processes'
+/// (ProcessGroup::allReduceSum, in rank order) before writing the outputs.
 class HostCollective : public CollectiveGroup {
 public:
-  explicit HostCollective(unsigned N) : N(N), In(N), Out(N), Devs(N) {}
+  HostCollective(unsigned N, ProcessGroup *Processes)
+      : N(N), In(N), Out(N), Devs(N),
+        Processes(Processes && Processes->size() > 1 ? Processes : nullptr) {}
 
   void allReduce(unsigned P, Device &Dev, const std::vector<const void *> &Ins,
                  const std::vector<void *> &Outs,
@@ -94,18 +100,10 @@ public:
   }
 
 private:
-  template <typename T> void sumInto(size_t I, size_t Count) {
-    std::vector<T> Acc(Count);
-    for (unsigned P = 0; P < N; ++P) {
-      const T *Src = static_cast<const T *>(stage(P, I, Count * sizeof(T)));
-      if (P == 0)
-        std::memcpy(Acc.data(), Src, Count * sizeof(T));
-      else
-        for (size_t E = 0; E < Count; ++E)
-          Acc[E] += Src[E];
-    }
-    for (unsigned P = 0; P < N; ++P)
-      Devs[P]->copyFromHost(Out[P][I], Acc.data(), Count * sizeof(T));
+  /// The type a tensor is added in: the compiler all-reduces float32 and
+  /// float64 only.
+  static DType sumType(const TensorDesc &T) {
+    return T.Type == DType::Float64 ? DType::Float64 : DType::Float32;
   }
 
   /// Participant \p P's input \p I in host memory.
@@ -117,14 +115,63 @@ private:
     return Staging.data();
   }
 
+  template <typename T> void sumInto(size_t I, size_t Count, void *Dst) {
+    T *Acc = static_cast<T *>(Dst);
+    for (unsigned P = 0; P < N; ++P) {
+      const T *Src = static_cast<const T *>(stage(P, I, Count * sizeof(T)));
+      if (P == 0)
+        std::memcpy(Acc, Src, Count * sizeof(T));
+      else
+        for (size_t E = 0; E < Count; ++E)
+          Acc[E] += Src[E];
+    }
+  }
+
   void reduce(const std::vector<TensorDesc> &Types) {
+    // This process's sums, one tensor after the other in Host; tensors of
+    // one type are contiguous, so a run of them crosses processes at once.
+    Offsets.resize(Types.size() + 1);
+    size_t Total = 0;
+    for (size_t I = 0; I < Types.size(); ++I) {
+      if (I > 0 && sumType(Types[I]) != sumType(Types[I - 1]))
+        Total = (Total + 7) & ~size_t(7);
+      Offsets[I] = Total;
+      Total += size_t(Types[I].numElements()) * dtypeSize(sumType(Types[I]));
+    }
+    Offsets[Types.size()] = Total;
+    Host.resize(Total);
     for (size_t I = 0; I < Types.size(); ++I) {
       size_t Count = size_t(Types[I].numElements());
-      if (Types[I].Type == DType::Float64)
-        sumInto<double>(I, Count);
+      if (sumType(Types[I]) == DType::Float64)
+        sumInto<double>(I, Count, Host.data() + Offsets[I]);
       else
-        sumInto<float>(I, Count);
+        sumInto<float>(I, Count, Host.data() + Offsets[I]);
     }
+    if (Processes)
+      for (size_t I = 0; I < Types.size();) {
+        size_t J = I + 1;
+        while (J < Types.size() && sumType(Types[J]) == sumType(Types[I]))
+          ++J;
+        DType T = sumType(Types[I]);
+        size_t End =
+            Offsets[J - 1] + size_t(Types[J - 1].numElements()) * dtypeSize(T);
+        Status S = Processes->allReduceSum(T, Host.data() + Offsets[I],
+                                           (End - Offsets[I]) / dtypeSize(T));
+        if (!S.isOk()) {
+          // The other processes wait in this all-reduce: stop them all.
+          std::fprintf(stderr,
+                       "error: replica %d: the all-reduce across processes "
+                       "failed: %s\n",
+                       Processes->rank(), S.message().c_str());
+          Processes->abort(1);
+        }
+        I = J;
+      }
+    for (unsigned P = 0; P < N; ++P)
+      for (size_t I = 0; I < Types.size(); ++I)
+        Devs[P]->copyFromHost(Out[P][I], Host.data() + Offsets[I],
+                              size_t(Types[I].numElements()) *
+                                  dtypeSize(sumType(Types[I])));
   }
 
   unsigned N;
@@ -135,7 +182,11 @@ private:
   std::vector<std::vector<const void *>> In;
   std::vector<std::vector<void *>> Out;
   std::vector<Device *> Devs;
+  ProcessGroup *Processes;
   std::vector<uint8_t> Staging;
+  /// The sums of one round, and where each tensor's begins.
+  std::vector<uint8_t> Host;
+  std::vector<size_t> Offsets;
 };
 
 } // namespace
@@ -145,6 +196,7 @@ std::unique_ptr<Device> mdrt::createCpuDevice(const std::string &Name,
   return std::make_unique<CpuDevice>(Name, Threads);
 }
 
-std::unique_ptr<CollectiveGroup> mdrt::createHostCollective(unsigned N) {
-  return std::make_unique<HostCollective>(N);
+std::unique_ptr<CollectiveGroup>
+mdrt::createHostCollective(unsigned N, ProcessGroup *Processes) {
+  return std::make_unique<HostCollective>(N, Processes);
 }

@@ -89,6 +89,58 @@ void toDoubles(const void *Src, size_t N, std::vector<double> &Out) {
     Out[I] = double(P[I]);
 }
 
+/// Checks that the run's processes fit the plan: one process per replica
+/// of a multi-worker mirrored plan, this one the plan's replica; one
+/// process for every other plan.
+Status checkProcesses(const fb::Plan &P, const ProcessGroup *Processes,
+                      std::vector<std::string> &Notes) {
+  int Procs = Processes ? Processes->size() : 1;
+  int Rank = Processes ? Processes->rank() : 0;
+  const fb::Deployment *D = P.deployment();
+  int Replicas = D ? D->num_replicas() : 1;
+  int Replica = D ? D->replica_id() : 0;
+  bool Mirrored = D && D->strategy() && D->strategy()->str() == "mirrored";
+  std::string Which = "the plan is replica " + std::to_string(Replica) +
+                      " of " + std::to_string(Replicas);
+  if (Mirrored && Replicas > 1) {
+    if (Procs == 1)
+      return Status::error(
+          Which + " (mirrored): its all-reduces span " +
+          std::to_string(Replicas) +
+          " processes; start one mdrun per replica with an MPI launcher "
+          "(mpirun -n " +
+          std::to_string(Replicas) + " mdrun ...)" +
+          (haveMpi() ? "" : ", which needs an mdrun built with MPI"));
+    if (Procs != Replicas)
+      return Status::error(Which + " (mirrored), but the run has " +
+                           std::to_string(Procs) + " processes; it needs " +
+                           std::to_string(Replicas) + ", one per replica");
+    if (Rank != Replica)
+      return Status::error(
+          Which + ", but it runs in process " + std::to_string(Rank) +
+          ": give each process the plan compiled with --replica-id=<its "
+          "rank> ({replica} in the plan path stands for it)");
+    Notes.push_back("replica " + std::to_string(Rank) + " of " +
+                    std::to_string(Procs) + "; all-reduces across the " +
+                    "processes over " + Processes->transport());
+    return Status::ok();
+  }
+  if (Procs > 1) {
+    std::string Why = Replicas > 1 ? Which + " of the ps strategy, which "
+                                             "runs in one process"
+                                   : std::string("the plan is for one process");
+    return Status::error("the run has " + std::to_string(Procs) +
+                         " processes, but " + Why +
+                         "; several processes need one plan each, compiled "
+                         "with --strategy=mirrored --num-replicas=" +
+                         std::to_string(Procs) + " --replica-id=R");
+  }
+  if (Replicas > 1)
+    Notes.push_back(Which + "; mdrun runs it alone, with its "
+                            "parameter-server devices in this process");
+  return Status::ok();
+}
+
 } // namespace
 
 struct Executor::Impl {
@@ -385,10 +437,13 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       for (uint32_t K : *C->kernels())
         for (const TensorDesc &T : Prog.Slots[K].Types)
           Floats &= T.Type == DType::Float32 || T.Type == DType::Float64;
-      if (AllGpu && Floats)
+      // Across processes: this process's sum on the host, then MPI.
+      bool CrossProcess = C->replicas() > 1;
+      if (AllGpu && Floats && !CrossProcess)
         G = createNcclCollective(Devs);
       if (!G)
-        G = createHostCollective(unsigned(Devs.size()));
+        G = createHostCollective(unsigned(Devs.size()),
+                                 CrossProcess ? Opts.Processes : nullptr);
       for (size_t I = 0; I < C->kernels()->size(); ++I) {
         Slot &S = Prog.Slots[C->kernels()->Get(I)];
         S.Group = G.get();
@@ -631,13 +686,7 @@ Executor::create(std::shared_ptr<const PlanFile> Plan,
   Impl &I = *E->I;
   I.P = &Plan->plan();
   I.Opts = Opts;
-  if (I.P->deployment() && I.P->deployment()->num_replicas() > 1)
-    E->Notes.push_back(
-        "this plan is replica " +
-        std::to_string(I.P->deployment()->replica_id()) + " of " +
-        std::to_string(I.P->deployment()->num_replicas()) +
-        "; mdrun runs it alone, with its parameter-server devices in this "
-        "process");
+  MDRT_RETURN_IF_ERROR(checkProcesses(*I.P, Opts.Processes, E->Notes));
   MDRT_RETURN_IF_ERROR(I.createDevices(E->Notes));
   for (const fb::Program *FP : *I.P->programs())
     MDRT_RETURN_IF_ERROR(I.createProgram(*FP));

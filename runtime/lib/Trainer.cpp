@@ -6,6 +6,7 @@
 
 #include "mdrt/Trainer.h"
 #include "mdrt/Checkpoint.h"
+#include "mdrt/Random.h"
 
 #include <chrono>
 #include <cinttypes>
@@ -118,6 +119,11 @@ struct Trainer::Impl {
   std::ofstream Metrics;
   bool ProgressBar = false;
   uint64_t EvalRuns = 0;
+  /// The run's processes (Opts.Exec.Processes, or a group of this process
+  /// alone); replica 0 writes the logs, metrics and checkpoints.
+  ProcessGroup *Procs = nullptr;
+  std::unique_ptr<ProcessGroup> OwnProcs;
+  bool isLead() const { return Procs->rank() == 0; }
 
   Impl(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
        std::ostream &Log)
@@ -128,6 +134,11 @@ struct Trainer::Impl {
   Status evaluate(int64_t Step, std::map<std::string, double> &Out);
   Status checkpoint(int64_t Step);
   Status resume(int64_t &Step);
+  Status loadLatest(int64_t &Step, DataPosition &Position, bool &Found,
+                    std::vector<std::vector<uint8_t>> &Values);
+  Status checkAgreement(int64_t Total);
+  Status readTrainOutputs(const Status &StepStatus,
+                          std::vector<OutputValue> &Outs);
   void metricsLine(const std::string &JSON) {
     if (Metrics.is_open()) {
       Metrics << JSON << '\n';
@@ -195,7 +206,9 @@ Status Trainer::Impl::loadData() {
     }
   }
   BatchOptions BO;
-  BO.BatchSize = Exec->batchSize(TrainProg);
+  BO.BatchSize = Exec->batchSize(TrainProg) * Procs->size();
+  BO.NumShards = Procs->size();
+  BO.ShardIndex = Procs->rank();
   BO.Shuffle = Opts.Shuffle;
   BO.Seed = Opts.Seed;
   BO.Prefetch = Opts.Prefetch;
@@ -221,20 +234,29 @@ Status Trainer::Impl::evaluate(int64_t Step,
   std::vector<void *> Ptrs;
   Req = requests(EvalProg, Ptrs);
   BatchOptions BO;
-  BO.BatchSize = Exec->batchSize(EvalProg);
+  BO.BatchSize = Exec->batchSize(EvalProg) * Procs->size();
+  BO.NumShards = Procs->size();
+  BO.ShardIndex = Procs->rank();
   BO.Shuffle = false;
   BO.Last = LastBatch::Pad;
   BO.Prefetch = Opts.Prefetch;
   auto It = BatchIterator::create(EvalData, Req, BO);
-  if (!It.isOk())
-    return It.status().withContext("evaluation data");
+  MDRT_RETURN_IF_ERROR(Procs->agree(
+      It.isOk() ? Status::ok() : It.status().withContext("evaluation data")));
   int64_t Total = 0;
   std::map<std::string, double> Sums;
   std::vector<OutputValue> Outs;
+  // Every process evaluates its shard of each batch; the eval program has
+  // no collectives, so a process that fails stops early and the others
+  // learn of it at the agreement below.
+  Status Failed;
   for (;;) {
     BatchInfo B = (*It)->next(Ptrs);
-    MDRT_RETURN_IF_ERROR(Exec->run(EvalProg, EvalRuns++));
-    MDRT_RETURN_IF_ERROR(Exec->readOutputs(EvalProg, Outs));
+    Failed = Exec->run(EvalProg, EvalRuns++);
+    if (Failed.isOk())
+      Failed = Exec->readOutputs(EvalProg, Outs);
+    if (!Failed.isOk())
+      break;
     for (const OutputValue &O : Outs) {
       if (O.Kind == fb::OutputKind::Loss) {
         Sums[O.Name] += O.Values.empty() ? 0 : O.Values[0] * double(B.Valid);
@@ -255,6 +277,19 @@ Status Trainer::Impl::evaluate(int64_t Step,
     if (B.EndOfEpoch)
       break;
   }
+  MDRT_RETURN_IF_ERROR(Procs->agree(Failed));
+  if (Procs->size() > 1) {
+    // The same outputs on every process, so the same keys in the same order.
+    std::vector<double> All{double(Total)};
+    for (auto &[K, V] : Sums)
+      All.push_back(V);
+    MDRT_RETURN_IF_ERROR(
+        Procs->allReduceSum(DType::Float64, All.data(), All.size()));
+    Total = int64_t(All[0]);
+    size_t I = 1;
+    for (auto &[K, V] : Sums)
+      V = All[I++];
+  }
   for (auto &[K, V] : Sums)
     Out[K] = Total ? V / double(Total) : 0;
   std::string Line = "eval step " + std::to_string(Step) + ":";
@@ -270,7 +305,8 @@ Status Trainer::Impl::evaluate(int64_t Step,
 }
 
 Status Trainer::Impl::checkpoint(int64_t Step) {
-  if (Opts.CheckpointDir.empty())
+  // The replicas' variables are identical: replica 0 writes them.
+  if (Opts.CheckpointDir.empty() || !isLead())
     return Status::ok();
   CheckpointState S;
   S.PlanFingerprint = Plan->plan().fingerprint();
@@ -298,11 +334,16 @@ Status Trainer::Impl::checkpoint(int64_t Step) {
   return Status::ok();
 }
 
-Status Trainer::Impl::resume(int64_t &Step) {
+/// Replica 0's part of a resume: the latest checkpoint's step, data
+/// position and variable values (\p Found false when there is none).
+Status Trainer::Impl::loadLatest(int64_t &Step, DataPosition &Position,
+                                 bool &Found,
+                                 std::vector<std::vector<uint8_t>> &Values) {
   auto Latest = latestCheckpoint(Opts.CheckpointDir);
   if (!Latest.isOk())
     return Latest.status();
-  if (Latest->empty()) {
+  Found = !Latest->empty();
+  if (!Found) {
     Log << "note: no checkpoint in " << Opts.CheckpointDir
         << "; starting from the beginning\n";
     return Status::ok();
@@ -320,13 +361,149 @@ Status Trainer::Impl::resume(int64_t &Step) {
                          std::to_string(C->State.Seed) + ", not " +
                          std::to_string(Opts.Seed) +
                          " (resume with the same --seed)");
-  for (size_t I = 0; I < Exec->variables().size(); ++I) {
-    const CheckpointTensor *T = C->find(Exec->variables()[I].Name);
-    MDRT_RETURN_IF_ERROR(Exec->writeVariable(I, T->Data.data()));
-  }
-  MDRT_RETURN_IF_ERROR(TrainIt->seek(C->State.Data));
+  for (size_t I = 0; I < Exec->variables().size(); ++I)
+    Values[I] = C->find(Exec->variables()[I].Name)->Data;
   Step = C->State.Step;
+  Position = C->State.Data;
   Log << "resumed from " << *Latest << " at step " << Step << '\n';
+  return Status::ok();
+}
+
+Status Trainer::Impl::resume(int64_t &Step) {
+  // Replica 0 reads the checkpoint and hands it to the other processes,
+  // which need not see the same file system.
+  std::vector<std::vector<uint8_t>> Values(Exec->variables().size());
+  DataPosition Position;
+  bool Found = false;
+  Status Loaded = Status::ok();
+  if (isLead())
+    Loaded = loadLatest(Step, Position, Found, Values);
+  MDRT_RETURN_IF_ERROR(Procs->agree(Loaded));
+  int64_t Header[4] = {Found, Step, Position.Epoch, Position.Index};
+  MDRT_RETURN_IF_ERROR(Procs->broadcast(Header, sizeof(Header), 0));
+  if (!Header[0])
+    return Status::ok();
+  Step = Header[1];
+  Position.Epoch = Header[2];
+  Position.Index = Header[3];
+  for (size_t I = 0; I < Values.size(); ++I) {
+    Values[I].resize(Exec->variables()[I].Type.bytes());
+    MDRT_RETURN_IF_ERROR(
+        Procs->broadcast(Values[I].data(), Values[I].size(), 0));
+    MDRT_RETURN_IF_ERROR(Exec->writeVariable(I, Values[I].data()));
+  }
+  return TrainIt->seek(Position);
+}
+
+/// Every process must run the same steps of the same model with the same
+/// collectives, or the processes would wait for each other forever: each
+/// process's plan and options, compared with replica 0's.
+Status Trainer::Impl::checkAgreement(int64_t Total) {
+  if (Procs->size() == 1)
+    return Status::ok();
+  const fb::Plan &P = Plan->plan();
+  uint64_t PlanHash = hashName("mdrun.plan", P.fingerprint());
+  for (int Prog : {TrainProg, EvalProg}) {
+    if (Prog < 0)
+      continue;
+    const fb::Program &FP = *P.programs()->Get(uint32_t(Prog));
+    PlanHash = hashName(std::to_string(FP.batch_size()).c_str(), PlanHash);
+    if (!FP.collectives())
+      continue;
+    for (const fb::Collective *C : *FP.collectives()) {
+      PlanHash = hashName(
+          (std::to_string(C->bucket()) + "/" + std::to_string(C->replicas()))
+              .c_str(),
+          PlanHash);
+      const fb::Kernel *K = nullptr;
+      uint32_t Id = C->kernels()->Get(0);
+      for (const fb::DeviceProgram *DP : *FP.devices()) {
+        uint32_t N = DP->kernels() ? DP->kernels()->size() : 0;
+        if (Id < N) {
+          K = DP->kernels()->Get(Id);
+          break;
+        }
+        Id -= N;
+      }
+      if (K && K->inputs())
+        for (uint32_t B : *K->inputs()) {
+          const fb::Buffer *Buf = P.buffers()->Get(B);
+          std::string T = std::to_string(int(Buf->dtype()));
+          if (Buf->shape())
+            for (int64_t D : *Buf->shape())
+              T += "," + std::to_string(D);
+          PlanHash = hashName(T.c_str(), PlanHash);
+        }
+    }
+  }
+  struct Field {
+    const char *What;
+    uint64_t Value;
+  };
+  const Field Fields[] = {
+      {"plan (compiled from another model or deployment?)", PlanHash},
+      {"run length (--steps, --epochs)", uint64_t(Total)},
+      {"--seed", Opts.Seed},
+      {"shuffling (--no-shuffle)", Opts.Shuffle},
+      {"evaluation (--no-eval, --eval-every, a test split)",
+       uint64_t(Opts.Eval) | uint64_t(EvalData != nullptr) << 1 |
+           uint64_t(Opts.EvalEvery) << 2},
+      {"checkpoints (--checkpoint-dir, --checkpoint-every, --resume)",
+       uint64_t(!Opts.CheckpointDir.empty()) | uint64_t(Opts.Resume) << 1 |
+           uint64_t(Opts.CheckpointEvery) << 2},
+  };
+  constexpr size_t NF = sizeof(Fields) / sizeof(Fields[0]);
+  uint64_t Mine[NF];
+  for (size_t F = 0; F < NF; ++F)
+    Mine[F] = Fields[F].Value;
+  std::vector<uint64_t> All(NF * size_t(Procs->size()));
+  MDRT_RETURN_IF_ERROR(Procs->allGather(Mine, All.data(), sizeof(Mine)));
+  for (int R = 1; R < Procs->size(); ++R)
+    for (size_t F = 0; F < NF; ++F)
+      if (All[size_t(R) * NF + F] != All[F])
+        return Status::error("replica " + std::to_string(R) +
+                             " differs from replica 0 in its " +
+                             Fields[F].What +
+                             "; every process must run the same plan "
+                             "(but for --replica-id) with the same options");
+  return Status::ok();
+}
+
+/// A training step's outputs: with several processes, means over them
+/// (every process's outputs describe its equal share of the global batch),
+/// and the step's failure on any process is every process's error.
+Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
+                                       std::vector<OutputValue> &Outs) {
+  Status S = StepStatus;
+  if (S.isOk())
+    S = Exec->readOutputs(TrainProg, Outs);
+  if (Procs->size() == 1)
+    return S;
+  // The outputs' sizes come from the plan, so they agree even when a
+  // process failed; a failed process sends zeros and a flag.
+  const fb::Program &FP = *Plan->plan().programs()->Get(uint32_t(TrainProg));
+  std::vector<double> All{S.isOk() ? 0.0 : 1.0};
+  size_t I = 0;
+  if (FP.outputs())
+    for (const fb::Output *O : *FP.outputs()) {
+      const fb::Buffer *B = Plan->plan().buffers()->Get(O->buffer());
+      size_t N = 1;
+      if (B->shape())
+        for (int64_t D : *B->shape())
+          N *= size_t(D);
+      for (size_t E = 0; E < N; ++E)
+        All.push_back(S.isOk() && I < Outs.size() && E < Outs[I].Values.size()
+                          ? Outs[I].Values[E]
+                          : 0.0);
+      ++I;
+    }
+  MDRT_RETURN_IF_ERROR(Procs->mean(All));
+  if (All[0] != 0)
+    return Procs->agree(S);
+  size_t At = 1;
+  for (OutputValue &O : Outs)
+    for (double &V : O.Values)
+      V = All[At++];
   return Status::ok();
 }
 
@@ -337,6 +514,11 @@ StatusOr<std::unique_ptr<Trainer>>
 Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
                 std::ostream &Log) {
   auto Impl = std::make_unique<Trainer::Impl>(Plan, Opts, Log);
+  Impl->Procs = Opts.Exec.Processes;
+  if (!Impl->Procs) {
+    Impl->OwnProcs = createSingleProcessGroup();
+    Impl->Procs = Impl->OwnProcs.get();
+  }
   if (Opts.DataDir.empty() && !Opts.Synthetic)
     return Status::error("no data: give --data=DIR or --synthetic");
   // Paths that must be directories, checked before any work is done.
@@ -369,14 +551,15 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
     Impl->EvalProg = Impl->Exec->programIndex("eval");
   MDRT_RETURN_IF_ERROR(Impl->Exec->initialize());
   MDRT_RETURN_IF_ERROR(Impl->loadData());
-  if (!Opts.MetricsPath.empty()) {
+  if (!Opts.MetricsPath.empty() && Impl->isLead()) {
     Impl->Metrics.open(Opts.MetricsPath, std::ios::out | std::ios::trunc);
     if (!Impl->Metrics)
       return Status::error("cannot write metrics file '" + Opts.MetricsPath +
                            "'");
   }
   Impl->ProgressBar =
-      Opts.Progress > 0 || (Opts.Progress < 0 && isatty(STDERR_FILENO));
+      Impl->isLead() &&
+      (Opts.Progress > 0 || (Opts.Progress < 0 && isatty(STDERR_FILENO)));
   return std::unique_ptr<Trainer>(new Trainer(std::move(Impl)));
 }
 
@@ -384,23 +567,25 @@ Status Trainer::run(TrainResult &R) {
   Impl &T = *I;
   const TrainOptions &O = T.Opts;
   int64_t PerEpoch = T.TrainIt->batchesPerEpoch();
+  // The examples of one step over every process.
+  int64_t Batch = T.Exec->batchSize(T.TrainProg) * T.Procs->size();
+  Status Usable = Status::ok();
   if (PerEpoch <= 0)
-    return Status::error("the training data has fewer examples (" +
-                         std::to_string(T.TrainData->size()) +
-                         ") than one batch (" +
-                         std::to_string(T.Exec->batchSize(T.TrainProg)) + ")");
+    Usable = Status::error("the training data has fewer examples (" +
+                           std::to_string(T.TrainData->size()) +
+                           ") than one batch (" + std::to_string(Batch) + ")");
+  else if (O.Resume && O.CheckpointDir.empty())
+    Usable = Status::error("--resume needs --checkpoint-dir");
+  MDRT_RETURN_IF_ERROR(T.Procs->agree(Usable));
   int64_t Total = O.Steps > 0
                       ? O.Steps
                       : int64_t(std::ceil((O.Epochs > 0 ? O.Epochs : 1) *
                                           double(PerEpoch)));
+  MDRT_RETURN_IF_ERROR(T.checkAgreement(Total));
   int64_t Step = 0;
-  if (O.Resume) {
-    if (O.CheckpointDir.empty())
-      return Status::error("--resume needs --checkpoint-dir");
+  if (O.Resume)
     MDRT_RETURN_IF_ERROR(T.resume(Step));
-  }
   const int64_t FirstStep = Step;
-  int64_t Batch = T.Exec->batchSize(T.TrainProg);
   int64_t TraceFrom = O.TracePath.empty() ? -1 : Step + 1;
   int64_t TraceTo = TraceFrom + O.TraceSteps;
   T.Log << "training " << T.Plan->plan().model()->str() << ": " << Total
@@ -416,12 +601,12 @@ Status Trainer::run(TrainResult &R) {
     BatchInfo B = T.TrainIt->next(T.TrainInputs);
     if (Step == TraceFrom)
       T.Exec->setTracing(true);
-    MDRT_RETURN_IF_ERROR(T.Exec->run(T.TrainProg, uint64_t(Step)));
+    Status Ran = T.Exec->run(T.TrainProg, uint64_t(Step));
     if (Step + 1 == TraceTo)
       T.Exec->setTracing(false);
     ++Step;
     Examples += Batch;
-    MDRT_RETURN_IF_ERROR(T.Exec->readOutputs(T.TrainProg, Outs));
+    MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Ran, Outs));
     double Loss = NAN;
     std::string SummaryJSON;
     for (const OutputValue &V : Outs) {
@@ -479,7 +664,7 @@ Status Trainer::run(TrainResult &R) {
       LossCount = 0;
     }
     if (O.CheckpointEvery > 0 && Step % O.CheckpointEvery == 0 && Step < Total)
-      MDRT_RETURN_IF_ERROR(T.checkpoint(Step));
+      MDRT_RETURN_IF_ERROR(T.Procs->agree(T.checkpoint(Step)));
     if (Step == O.KillAtStep) {
       T.Log.flush();
       std::raise(SIGKILL);
@@ -499,16 +684,19 @@ Status Trainer::run(TrainResult &R) {
   R.StepsRun = Step - FirstStep;
   R.Seconds = Elapsed;
   R.ExamplesPerSecond = double(Examples) / std::max(Elapsed, 1e-9);
-  MDRT_RETURN_IF_ERROR(T.checkpoint(Step));
+  MDRT_RETURN_IF_ERROR(T.Procs->agree(T.checkpoint(Step)));
   if (O.Eval)
     MDRT_RETURN_IF_ERROR(T.evaluate(Step, R.Eval));
+  Status Traced = Status::ok();
   if (!O.TracePath.empty()) {
     std::ofstream Trace(O.TracePath);
     T.Exec->writeTrace(Trace);
     if (!Trace)
-      return Status::error("cannot write trace '" + O.TracePath + "'");
-    T.Log << "trace of steps " << TraceFrom + 1 << " to "
-          << std::min(TraceTo, Total) << " written to " << O.TracePath << '\n';
+      Traced = Status::error("cannot write trace '" + O.TracePath + "'");
+    else
+      T.Log << "trace of steps " << TraceFrom + 1 << " to "
+            << std::min(TraceTo, Total) << " written to " << O.TracePath
+            << '\n';
   }
-  return Status::ok();
+  return T.Procs->agree(Traced);
 }

@@ -14,6 +14,7 @@
 
 #include "mdrt/Checkpoint.h"
 #include "mdrt/Plan.h"
+#include "mdrt/Process.h"
 #include "mdrt/Trainer.h"
 
 #include <cerrno>
@@ -59,7 +60,12 @@ bool parseDouble(const std::string &S, double &Out) {
 
 void usage(const std::vector<Option> &Opts, std::ostream &OS) {
   OS << "usage: mdrun PLAN (--data=DIR | --synthetic) [options]\n\n"
-        "Trains a model with a plan compiled by mdplan, and evaluates it.\n\n"
+        "Trains a model with a plan compiled by mdplan, and evaluates it.\n"
+        "Started by an MPI launcher (mpirun -n W mdrun ...), each process "
+        "runs\n"
+        "one replica of a plan compiled with --strategy=mirrored\n"
+        "--num-replicas=W; '{replica}' in PLAN and --trace stands for the\n"
+        "process's replica (its rank).\n\n"
         "options:\n";
   for (const Option &O : Opts) {
     std::string Left = std::string("  --") + O.Name;
@@ -114,6 +120,15 @@ int printCheckpoint(const std::string &Path) {
     std::cout << '\n';
   }
   return 0;
+}
+
+/// \p Path with every "{replica}" replaced by \p Replica.
+std::string forReplica(std::string Path, int Replica) {
+  const std::string Key = "{replica}";
+  for (size_t At = Path.find(Key); At != std::string::npos;
+       At = Path.find(Key, At))
+    Path.replace(At, Key.size(), std::to_string(Replica));
+  return Path;
 }
 
 } // namespace
@@ -288,31 +303,56 @@ static int mdrunMain(int argc, char **argv) {
     return 2;
   }
 
-  auto Plan = PlanFile::load(PlanPath);
-  if (!Plan.isOk()) {
-    std::cerr << "mdrun: error: " << Plan.status().message() << '\n';
-    return 1;
-  }
-  std::shared_ptr<const PlanFile> P = Plan.take();
   if (DumpPlan) {
-    printPlanText(P->plan(), std::cout);
+    auto Plan = PlanFile::load(forReplica(PlanPath, 0));
+    if (!Plan.isOk()) {
+      std::cerr << "mdrun: error: " << Plan.status().message() << '\n';
+      return 1;
+    }
+    printPlanText((*Plan)->plan(), std::cout);
     return 0;
   }
+
+  // Under an MPI launcher, this process is one replica of a multi-worker
+  // plan. The processes agree on every error, which replica 0 prints.
+  auto Group = createProcessGroup(argc, argv);
+  if (!Group.isOk()) {
+    std::cerr << "mdrun: error: " << Group.status().message() << '\n';
+    return 1;
+  }
+  std::unique_ptr<ProcessGroup> Procs = Group.take();
+  int Rank = Procs->rank();
+  auto Fail = [&](const Status &S) {
+    if (Rank == 0)
+      std::cerr << "mdrun: error: " << S.message() << '\n';
+    return 1;
+  };
+  T.Exec.Processes = Procs.get();
+  if (!T.TracePath.empty()) {
+    // One trace per process with {replica} in the path, else replica 0's.
+    std::string Traced = forReplica(T.TracePath, Rank);
+    T.TracePath = Rank == 0 || Traced != T.TracePath ? Traced : "";
+  }
+
+  auto Plan = PlanFile::load(forReplica(PlanPath, Rank));
+  if (Status S = Procs->agree(Plan.isOk() ? Status::ok() : Plan.status()); S)
+    return Fail(S);
+  std::shared_ptr<const PlanFile> P = Plan.take();
   std::ostream Null(nullptr);
-  std::ostream &Log = Quiet ? Null : std::cout;
-  if (Quiet && T.Progress < 0)
+  std::ostream &Log = Quiet || Rank != 0 ? Null : std::cout;
+  if ((Quiet || Rank != 0) && T.Progress < 0)
+    T.Progress = 0;
+  if (Rank != 0)
     T.Progress = 0;
   auto Trainer = Trainer::create(P, T, Log);
-  if (!Trainer.isOk()) {
-    std::cerr << "mdrun: error: " << Trainer.status().message() << '\n';
-    return 1;
-  }
+  if (Status S = Procs->agree(Trainer.isOk() ? Status::ok() : Trainer.status());
+      S)
+    return Fail(S);
   TrainResult R;
-  Status S = (*Trainer)->run(R);
-  if (!S.isOk()) {
-    std::cerr << "mdrun: error: " << S.message() << '\n';
-    return 1;
-  }
+  if (Status S = (*Trainer)->run(R); S)
+    return Fail(S);
+  if (Rank != 0)
+    return 0;
   // After a resume, the steps this run executed (which the time and rate
   // are about), then the global step reached.
   std::cout << "done: " << R.StepsRun << " steps in " << std::setprecision(3)

@@ -113,11 +113,17 @@ public:
                          const std::vector<TensorDesc> &Types) = 0;
 };
 
+class ProcessGroup;
+
 /// The in-process implementation: participants meet, the last to arrive
 /// adds every participant's tensors in order and writes every output.
 /// Works for any device kind whose memory the host can address; for other
-/// kinds it stages through the host.
-std::unique_ptr<CollectiveGroup> createHostCollective(unsigned Participants);
+/// kinds it stages through the host. With \p Processes of several
+/// processes, the collective spans them: each process's sum is added to
+/// the others' (ProcessGroup::allReduceSum) before the outputs are written,
+/// and every process must run the group's collectives in the same order.
+std::unique_ptr<CollectiveGroup>
+createHostCollective(unsigned Participants, ProcessGroup *Processes = nullptr);
 
 /// NCCL over the group's GPUs (CUDA builds); null when unavailable.
 std::unique_ptr<CollectiveGroup>

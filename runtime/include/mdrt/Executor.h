@@ -18,6 +18,7 @@
 
 #include "mdrt/Device.h"
 #include "mdrt/Plan.h"
+#include "mdrt/Process.h"
 
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,10 @@ struct ExecutorOptions {
   /// Several plan GPUs may share one GPU, e.g. {0, 0} runs two clones
   /// compiled for GPU:0 and GPU:1 on the first GPU.
   std::vector<int> GpuMap;
+  /// The processes of the run (null: this process alone). A plan whose
+  /// collectives span R replicas (mirrored, --num-replicas=R) needs a group
+  /// of R processes, of which this one is the plan's replica.
+  ProcessGroup *Processes = nullptr;
 };
 
 /// Where the data pipeline writes one input of a program.

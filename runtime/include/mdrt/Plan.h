@@ -26,7 +26,7 @@
 namespace mdrt {
 
 /// The plan format version this runtime reads and mdplan writes.
-constexpr uint32_t kPlanVersion = 1;
+constexpr uint32_t kPlanVersion = 2;
 
 namespace fb = mdplan::plan;
 

@@ -1,0 +1,264 @@
+//===- Process.cpp - Process groups: one process, threads, dispatch -------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The group of a single process, the thread groups of the tests, the
+// operations every group shares (agree, mean, the sum order), and the
+// choice between a single process and MPI at start-up. The MPI group is in
+// lib/mpi (built when MPI is found).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdrt/Process.h"
+
+#include "ProcessImpl.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+using namespace mdrt;
+
+ProcessGroup::~ProcessGroup() = default;
+
+namespace {
+
+template <typename T>
+void sumTyped(const void *const *Src, size_t NumSrc, void *Dst, size_t Count) {
+  T *D = static_cast<T *>(Dst);
+  const T *S0 = static_cast<const T *>(Src[0]);
+  if (D != S0)
+    std::memmove(D, S0, Count * sizeof(T));
+  for (size_t I = 1; I < NumSrc; ++I) {
+    const T *S = static_cast<const T *>(Src[I]);
+    for (size_t E = 0; E < Count; ++E)
+      D[E] += S[E];
+  }
+}
+
+} // namespace
+
+void mdrt::sumInOrder(DType Type, const void *const *Src, size_t NumSrc,
+                      void *Dst, size_t Count) {
+  if (NumSrc == 0 || Count == 0)
+    return;
+  switch (Type) {
+  case DType::Float32:
+    return sumTyped<float>(Src, NumSrc, Dst, Count);
+  case DType::Float64:
+    return sumTyped<double>(Src, NumSrc, Dst, Count);
+  case DType::Int32:
+    return sumTyped<int32_t>(Src, NumSrc, Dst, Count);
+  case DType::Int64:
+    return sumTyped<int64_t>(Src, NumSrc, Dst, Count);
+  default:
+    assert(false && "sum of an unsupported type");
+  }
+}
+
+std::pair<size_t, size_t> mdrt::chunkRange(size_t Count, int Chunks,
+                                           int Chunk) {
+  size_t C = size_t(Chunks), I = size_t(Chunk);
+  size_t Base = Count / C, Extra = Count % C;
+  size_t Begin = I * Base + std::min(I, Extra);
+  return {Begin, Begin + Base + (I < Extra ? 1 : 0)};
+}
+
+Status mdrt::checkSummable(DType Type) {
+  switch (Type) {
+  case DType::Float32:
+  case DType::Float64:
+  case DType::Int32:
+  case DType::Int64:
+    return Status::ok();
+  default:
+    return Status::error(std::string("cannot sum ") + dtypeName(Type) +
+                         " tensors across processes");
+  }
+}
+
+Status ProcessGroup::agree(const Status &Local) {
+  if (Size == 1)
+    return Local;
+  int32_t Failed = Local.isOk() ? 0 : 1;
+  std::vector<int32_t> All(size_t(Size), 0);
+  MDRT_RETURN_IF_ERROR(allGather(&Failed, All.data(), sizeof(Failed)));
+  auto It = std::find(All.begin(), All.end(), 1);
+  if (It == All.end())
+    return Status::ok();
+  int Root = int(It - All.begin());
+  uint64_t Len = Root == Rank ? Local.message().size() : 0;
+  MDRT_RETURN_IF_ERROR(broadcast(&Len, sizeof(Len), Root));
+  std::string Msg = Root == Rank ? Local.message() : std::string(Len, '\0');
+  MDRT_RETURN_IF_ERROR(broadcast(Msg.data(), Len, Root));
+  return Status::error("replica " + std::to_string(Root) + ": " + Msg);
+}
+
+Status ProcessGroup::mean(std::vector<double> &Values) {
+  if (Size == 1 || Values.empty())
+    return Status::ok();
+  MDRT_RETURN_IF_ERROR(
+      allReduceSum(DType::Float64, Values.data(), Values.size()));
+  for (double &V : Values)
+    V /= double(Size);
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// One process
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class SingleProcessGroup : public ProcessGroup {
+public:
+  SingleProcessGroup() : ProcessGroup(0, 1) {}
+  std::string transport() const override { return "one process"; }
+  Status allReduceSum(DType Type, void *, size_t) override {
+    return checkSummable(Type);
+  }
+  Status broadcast(void *, size_t, int) override { return Status::ok(); }
+  Status allGather(const void *Local, void *All, size_t Bytes) override {
+    if (All != Local)
+      std::memmove(All, Local, Bytes);
+    return Status::ok();
+  }
+  [[noreturn]] void abort(int Code) override { std::exit(Code); }
+};
+
+//===----------------------------------------------------------------------===//
+// Threads of one process (tests)
+//===----------------------------------------------------------------------===//
+
+/// What the thread groups of one set share: a barrier and the buffers each
+/// rank posts for the operation in progress.
+struct ThreadHub {
+  explicit ThreadHub(int Size) : Size(Size), Posted(size_t(Size)) {}
+
+  /// Waits until every rank arrived.
+  void barrier() {
+    std::unique_lock<std::mutex> L(M);
+    uint64_t Gen = Generation;
+    if (++Arrived == Size) {
+      Arrived = 0;
+      ++Generation;
+      CV.notify_all();
+      return;
+    }
+    CV.wait(L, [&] { return Generation != Gen; });
+  }
+
+  int Size;
+  std::mutex M;
+  std::condition_variable CV;
+  int Arrived = 0;
+  uint64_t Generation = 0;
+  std::vector<void *> Posted;
+};
+
+class ThreadProcessGroup : public ProcessGroup {
+public:
+  ThreadProcessGroup(int Rank, std::shared_ptr<ThreadHub> Hub)
+      : ProcessGroup(Rank, Hub->Size), Hub(std::move(Hub)) {}
+
+  std::string transport() const override { return "threads"; }
+
+  Status allReduceSum(DType Type, void *Buf, size_t Count) override {
+    MDRT_RETURN_IF_ERROR(checkSummable(Type));
+    size_t Elt = dtypeSize(Type);
+    Hub->Posted[size_t(rank())] = Buf;
+    Hub->barrier();
+    // This rank adds its chunk of every rank's buffer, in rank order...
+    auto [Begin, End] = chunkRange(Count, size(), rank());
+    std::vector<const void *> Src;
+    for (void *P : Hub->Posted)
+      Src.push_back(static_cast<uint8_t *>(P) + Begin * Elt);
+    std::vector<uint8_t> Sum((End - Begin) * Elt);
+    sumInOrder(Type, Src.data(), Src.size(), Sum.data(), End - Begin);
+    Hub->barrier();
+    // ...and, once nobody reads the inputs any more, writes it everywhere.
+    for (void *P : Hub->Posted)
+      if (!Sum.empty())
+        std::memcpy(static_cast<uint8_t *>(P) + Begin * Elt, Sum.data(),
+                    Sum.size());
+    Hub->barrier();
+    return Status::ok();
+  }
+
+  Status broadcast(void *Buf, size_t Bytes, int Root) override {
+    Hub->Posted[size_t(rank())] = Buf;
+    Hub->barrier();
+    if (rank() != Root && Bytes)
+      std::memcpy(Buf, Hub->Posted[size_t(Root)], Bytes);
+    Hub->barrier();
+    return Status::ok();
+  }
+
+  Status allGather(const void *Local, void *All, size_t Bytes) override {
+    Hub->Posted[size_t(rank())] = const_cast<void *>(Local);
+    Hub->barrier();
+    for (int R = 0; R < size(); ++R)
+      if (Bytes)
+        std::memcpy(static_cast<uint8_t *>(All) + size_t(R) * Bytes,
+                    Hub->Posted[size_t(R)], Bytes);
+    Hub->barrier();
+    return Status::ok();
+  }
+
+  /// The threads share the process: ending one ends them all.
+  [[noreturn]] void abort(int Code) override { std::_Exit(Code); }
+
+private:
+  std::shared_ptr<ThreadHub> Hub;
+};
+
+/// The number of processes an MPI launcher started: 0 when none did, -1
+/// when one did but does not say how many.
+int launchedProcesses() {
+  for (const char *Var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char *V = std::getenv(Var))
+      return std::max(1, std::atoi(V));
+  if (std::getenv("PMIX_RANK"))
+    return -1;
+  return 0;
+}
+
+} // namespace
+
+std::unique_ptr<ProcessGroup> mdrt::createSingleProcessGroup() {
+  return std::make_unique<SingleProcessGroup>();
+}
+
+std::vector<std::unique_ptr<ProcessGroup>>
+mdrt::createThreadProcessGroups(int Size) {
+  auto Hub = std::make_shared<ThreadHub>(Size);
+  std::vector<std::unique_ptr<ProcessGroup>> Groups;
+  for (int R = 0; R < Size; ++R)
+    Groups.push_back(std::make_unique<ThreadProcessGroup>(R, Hub));
+  return Groups;
+}
+
+StatusOr<std::unique_ptr<ProcessGroup>> mdrt::createProcessGroup(int &Argc,
+                                                                 char **&Argv) {
+  int Launched = launchedProcesses();
+  if (Launched == 0)
+    return createSingleProcessGroup();
+#if MDRT_HAVE_MPI
+  return createMpiProcessGroup(Argc, Argv);
+#else
+  (void)Argc;
+  (void)Argv;
+  if (Launched > 1)
+    return Status::error(
+        "an MPI launcher started " + std::to_string(Launched) +
+        " processes, but this mdrun was built without MPI (install "
+        "libopenmpi-dev and rebuild)");
+  return createSingleProcessGroup();
+#endif
+}
+
+bool mdrt::haveMpi() { return MDRT_HAVE_MPI; }

@@ -1,0 +1,190 @@
+//===- MpiProcessGroup.cpp - The processes of an MPI job ------------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// MPI_COMM_WORLD as a ProcessGroup. The group works on its own duplicate of
+// the world communicator, with MPI_ERRORS_RETURN so that failures become
+// messages, and serializes its calls (MPI_THREAD_SERIALIZED is enough).
+//
+// allReduceSum is a reduce-scatter and an all-gather: the buffer is cut into
+// one chunk per rank; MPI_Alltoallv gives rank r every rank's chunk r,
+// which it adds in rank order; MPI_Allgatherv copies the summed chunks to
+// every rank. It moves as many bytes as a ring all-reduce, and unlike
+// MPI_Allreduce its result does not depend on the library's choice of
+// algorithm: every element is added in rank order by exactly one rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../ProcessImpl.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+using namespace mdrt;
+
+namespace {
+
+/// The largest piece one MPI call moves: counts are ints.
+constexpr size_t MaxPieceBytes = size_t(1) << 30;
+
+std::string mpiMessage(int Code) {
+  char Buf[MPI_MAX_ERROR_STRING];
+  int Len = 0;
+  if (MPI_Error_string(Code, Buf, &Len) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(Code);
+  std::string S(Buf, size_t(Len));
+  // MPI's messages start with a capital: ours are lower-case.
+  if (!S.empty() && S[0] >= 'A' && S[0] <= 'Z' &&
+      (S.size() < 2 || !(S[1] >= 'A' && S[1] <= 'Z')))
+    S[0] = char(S[0] - 'A' + 'a');
+  return S;
+}
+
+Status check(int Code, const char *What) {
+  if (Code == MPI_SUCCESS)
+    return Status::ok();
+  return Status::error(std::string(What) + " failed: " + mpiMessage(Code));
+}
+
+class MpiProcessGroup : public ProcessGroup {
+public:
+  MpiProcessGroup(int Rank, int Size, MPI_Comm Comm, bool Finalize)
+      : ProcessGroup(Rank, Size), Comm(Comm), Finalize(Finalize) {}
+
+  ~MpiProcessGroup() override {
+    MPI_Comm_free(&Comm);
+    if (Finalize)
+      MPI_Finalize();
+  }
+
+  std::string transport() const override {
+    char Buf[MPI_MAX_LIBRARY_VERSION_STRING];
+    int Len = 0;
+    std::string V = "MPI";
+    if (MPI_Get_library_version(Buf, &Len) == MPI_SUCCESS) {
+      std::string Lib(Buf, size_t(Len));
+      Lib = Lib.substr(0, Lib.find_first_of(",\n"));
+      V += " (" + Lib + ")";
+    }
+    return V;
+  }
+
+  Status allReduceSum(DType Type, void *Buf, size_t Count) override {
+    MDRT_RETURN_IF_ERROR(checkSummable(Type));
+    std::lock_guard<std::mutex> L(M);
+    size_t Elt = dtypeSize(Type);
+    size_t PieceElts = MaxPieceBytes / Elt;
+    uint8_t *P = static_cast<uint8_t *>(Buf);
+    // Every rank cuts the buffer into the same pieces, so the calls match.
+    for (size_t Off = 0; Off < Count; Off += PieceElts)
+      MDRT_RETURN_IF_ERROR(
+          reducePiece(Type, P + Off * Elt, std::min(PieceElts, Count - Off)));
+    return Status::ok();
+  }
+
+  Status broadcast(void *Buf, size_t Bytes, int Root) override {
+    std::lock_guard<std::mutex> L(M);
+    uint8_t *P = static_cast<uint8_t *>(Buf);
+    for (size_t Off = 0; Off < Bytes; Off += MaxPieceBytes)
+      MDRT_RETURN_IF_ERROR(
+          check(MPI_Bcast(P + Off, int(std::min(MaxPieceBytes, Bytes - Off)),
+                          MPI_BYTE, Root, Comm),
+                "MPI_Bcast"));
+    return Status::ok();
+  }
+
+  Status allGather(const void *Local, void *All, size_t Bytes) override {
+    if (Bytes > size_t(INT_MAX))
+      return Status::error("all-gather of " + std::to_string(Bytes) +
+                           " bytes per process is too large");
+    std::lock_guard<std::mutex> L(M);
+    return check(MPI_Allgather(Local, int(Bytes), MPI_BYTE, All, int(Bytes),
+                               MPI_BYTE, Comm),
+                 "MPI_Allgather");
+  }
+
+  [[noreturn]] void abort(int Code) override {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, Code);
+    std::_Exit(Code);
+  }
+
+private:
+  /// One reduce-scatter and all-gather of at most MaxPieceBytes.
+  Status reducePiece(DType Type, uint8_t *Buf, size_t Count) {
+    size_t Elt = dtypeSize(Type);
+    int W = size();
+    Counts.resize(size_t(W));
+    Displs.resize(size_t(W));
+    for (int R = 0; R < W; ++R) {
+      auto [B, E] = chunkRange(Count, W, R);
+      Counts[size_t(R)] = int((E - B) * Elt);
+      Displs[size_t(R)] = int(B * Elt);
+    }
+    auto [Begin, End] = chunkRange(Count, W, rank());
+    size_t Mine = (End - Begin) * Elt;
+    Scratch.resize(Mine * size_t(W));
+    MineCounts.assign(size_t(W), int(Mine));
+    MineDispls.resize(size_t(W));
+    for (int R = 0; R < W; ++R)
+      MineDispls[size_t(R)] = int(size_t(R) * Mine);
+    MDRT_RETURN_IF_ERROR(
+        check(MPI_Alltoallv(Buf, Counts.data(), Displs.data(), MPI_BYTE,
+                            Scratch.data(), MineCounts.data(),
+                            MineDispls.data(), MPI_BYTE, Comm),
+              "MPI_Alltoallv"));
+    std::vector<const void *> Src;
+    for (int R = 0; R < W; ++R)
+      Src.push_back(Scratch.data() + size_t(R) * Mine);
+    sumInOrder(Type, Src.data(), Src.size(), Buf + Begin * Elt, End - Begin);
+    return check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, Buf,
+                                Counts.data(), Displs.data(), MPI_BYTE, Comm),
+                 "MPI_Allgatherv");
+  }
+
+  MPI_Comm Comm;
+  bool Finalize;
+  std::mutex M;
+  std::vector<int> Counts, Displs, MineCounts, MineDispls;
+  std::vector<uint8_t> Scratch;
+};
+
+} // namespace
+
+StatusOr<std::unique_ptr<ProcessGroup>>
+mdrt::createMpiProcessGroup(int &Argc, char **&Argv) {
+  int Initialized = 0, Provided = 0;
+  MPI_Initialized(&Initialized);
+  bool Finalize = false;
+  if (!Initialized) {
+    if (MPI_Init_thread(&Argc, &Argv, MPI_THREAD_SERIALIZED, &Provided) !=
+        MPI_SUCCESS)
+      return Status::error("MPI did not initialize");
+    Finalize = true;
+  } else {
+    MPI_Query_thread(&Provided);
+  }
+  if (Provided < MPI_THREAD_SERIALIZED) {
+    if (Finalize)
+      MPI_Finalize();
+    return Status::error("the MPI library offers no MPI_THREAD_SERIALIZED "
+                         "support, which mdrun needs");
+  }
+  MPI_Comm Comm;
+  if (Status S = check(MPI_Comm_dup(MPI_COMM_WORLD, &Comm), "MPI_Comm_dup");
+      !S.isOk())
+    return S;
+  MPI_Comm_set_errhandler(Comm, MPI_ERRORS_RETURN);
+  int Rank = 0, Size = 1;
+  MPI_Comm_rank(Comm, &Rank);
+  MPI_Comm_size(Comm, &Size);
+  return std::unique_ptr<ProcessGroup>(
+      new MpiProcessGroup(Rank, Size, Comm, Finalize));
+}
