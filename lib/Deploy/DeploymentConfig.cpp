@@ -185,11 +185,19 @@ Error DeploymentConfig::validate() const {
   if (GlobalBatch < 0)
     return Fail({"global_batch"},
                 "batch size must be positive, got " + Twine(GlobalBatch));
-  if (GlobalBatch && GlobalBatch % NumClones)
-    return Fail({"global_batch", "num_clones"},
+  if (GlobalBatch && GlobalBatch % globalBatchClones()) {
+    if (globalBatchClones() == NumClones)
+      return Fail({"global_batch", "num_clones"},
+                  "global batch of " + Twine(GlobalBatch) +
+                      " cannot be split evenly over " +
+                      plural(NumClones, "clone"));
+    return Fail({"global_batch", "num_clones", "num_replicas"},
                 "global batch of " + Twine(GlobalBatch) +
                     " cannot be split evenly over " +
-                    plural(NumClones, "clone"));
+                    plural(globalBatchClones(), "clone") + " (" +
+                    Twine(NumClones) + " per worker on " +
+                    plural(NumReplicas, "worker") + ")");
+  }
   if (FirstBucketBytes < 0)
     return Fail({"first_bucket_bytes", "bucket_bytes"},
                 "bucket sizes must not be negative");
@@ -208,11 +216,17 @@ Error DeploymentConfig::validate() const {
   return Error::success();
 }
 
+int64_t DeploymentConfig::globalBatchClones() const {
+  if (Strat == Strategy::Mirrored)
+    return int64_t(NumClones) * NumReplicas;
+  return NumClones;
+}
+
 Expected<int64_t> DeploymentConfig::perCloneBatch(int64_t Default) const {
   if (BatchPerClone)
     return BatchPerClone;
   if (GlobalBatch)
-    return GlobalBatch / NumClones;
+    return GlobalBatch / globalBatchClones();
   if (Default > 0)
     return Default;
   return makeError(DefaultOrigin,

@@ -670,6 +670,10 @@ static Error shapeScalarSummary(InferContext &C) {
 }
 
 static Error shapeAllReduce(InferContext &C) {
+  int64_t Replicas = C.attrs().getInt("replicas", 1);
+  if (Replicas < 1)
+    return C.error("AllReduce replicas must be at least 1, got " +
+                   Twine(Replicas));
   for (unsigned I = 0; I < C.numInputs(); ++I) {
     if (!isFloat(C.input(I).Elt))
       return C.error("AllReduce sums float tensors only");
@@ -1256,6 +1260,7 @@ void registerAllOps(std::vector<OpDef> &Ops) {
       .attr("group", K::String)
       .attr("bucket", K::Int, Attr(int64_t(0)))
       .attr("devices", K::StringList)
+      .attr("replicas", K::Int, Attr(int64_t(1)))
       .flags(OF_Collective | OF_Stateful | OF_NoGradient | OF_Internal)
       .shape(shapeAllReduce);
   Def(Ops, OpKind::Send)

@@ -343,8 +343,15 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       for (unsigned O = 0; O < N->getNumOutputs(); ++O)
         OutKeys.push_back({N, O});
       std::vector<flatbuffers::Offset<fb::Attr>> Attrs;
-      for (const auto &[K, V] : N->attrs())
+      bool Collective = N->getOp().is(OF_Collective);
+      for (const auto &[K, V] : N->attrs()) {
+        // A collective within one process is written as in version 1 plans,
+        // without `replicas` (its Collective entry carries it anyway).
+        if (Collective && K == "replicas" && V.kind() == AttrKind::Int &&
+            V.getInt() == 1)
+          continue;
         Attrs.push_back(emitAttr(K, V));
+      }
       SmallVector<uint32_t, 4> W = WaitsOf(N);
       KernelOffs.push_back(fb::CreateKernel(
           FB, str(N->getName()), sharedStr(N->getOpName()),
@@ -395,7 +402,8 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
     }
     Colls.push_back(fb::CreateCollective(
         FB, FB.CreateString(Nodes[0]->attrs().getString("group").str()),
-        uint32_t(Bk), FB.CreateVector(Devs), FB.CreateVector(Ks)));
+        uint32_t(Bk), FB.CreateVector(Devs), FB.CreateVector(Ks),
+        int32_t(Nodes[0]->attrs().getInt("replicas", 1))));
   }
 
   std::vector<flatbuffers::Offset<fb::InputBinding>> Inputs;
@@ -519,7 +527,11 @@ Expected<PlanBytes> Emitter::emit() {
                             : std::vector<double>{0.0})));
 
   OptimizerSettings O = C.resolveOptimizer(Train.getOptimizer());
+  // The batch of one step over every clone that shares the variables: this
+  // replica's clones, and with the mirrored strategy every worker's.
   int64_t Global = Train.getBatchSize() * C.NumClones;
+  if (C.Strat == Strategy::Mirrored)
+    Global *= C.NumReplicas;
   Fingerprint = mdrt::hashName(std::to_string(Global).c_str(), Fingerprint);
   Fingerprint =
       mdrt::hashName(strategyName(C.Strat).str().c_str(), Fingerprint);

@@ -12,6 +12,10 @@
 // reaching one tensor from several consumers are summed with AddN. Nodes a
 // rule made that no variable's gradient needs are removed again.
 //
+// The backward pass starts from grad_ys, a constant 1, or 1/W with the
+// mirrored strategy over W > 1 worker processes, whose all-reduce then sums
+// into the mean over the workers.
+//
 //===----------------------------------------------------------------------===//
 
 #include "mdplan/IR/Builder.h"
@@ -113,6 +117,16 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
   if (S.GradientsBuilt)
     return makeError("build-gradients: the gradients are already built");
 
+  // The seed of every clone's backward pass. With the mirrored strategy over
+  // W worker processes, the all-reduce sums the gradients of all W workers;
+  // seeding with 1/W makes that sum the mean over the workers (each worker's
+  // losses are already means over its own clones), while the losses the
+  // plan reports stay each worker's own.
+  const DeploymentConfig &C = Ctx.Config;
+  double Seed = C.Strat == Strategy::Mirrored && C.NumReplicas > 1
+                    ? 1.0 / C.NumReplicas
+                    : 1.0;
+
   // As TensorFlow's apply_gradients, a step in which the losses depend on
   // trainable variables but no variable gets a gradient is an error.
   Error Blocked = Error::success();
@@ -187,7 +201,7 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
     B.setPrefix(StringRef(Prefix).rtrim('/'));
     const TensorType &LT = CI.SumLoss->getOutputType(0);
     Grads[{CI.SumLoss, 0}].push_back(
-        B.constant(1.0, LT.Elt, LT.Dims, "grad_ys"));
+        B.constant(Seed, LT.Elt, LT.Dims, "grad_ys"));
 
     for (auto It = Order.rbegin(), E = Order.rend(); It != E; ++It) {
       Node *N = *It;

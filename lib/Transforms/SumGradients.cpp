@@ -17,6 +17,11 @@
 // size; 0 puts every variable in a bucket of its own). Every device lists
 // the buckets, and the variables in them, in the same order.
 //
+// Multi-worker mirrored (num_replicas W > 1): the devices of every worker
+// form one all-reduce group. Each AllReduce node lists this worker's devices
+// in `devices` and W in `replicas`; the runtime adds the workers' sums. There
+// are all-reduces even when this worker has a single device.
+//
 //===----------------------------------------------------------------------===//
 
 #include "mdplan/IR/Builder.h"
@@ -49,7 +54,8 @@ public:
 
 private:
   Error runPs(Graph &G, DeployState &S);
-  Error runMirrored(Graph &G, DeployState &S, int64_t First, int64_t Rest);
+  Error runMirrored(Graph &G, DeployState &S, int64_t First, int64_t Rest,
+                    int Replicas);
 
   std::optional<int64_t> FirstBucket, Bucket;
 };
@@ -82,8 +88,9 @@ Error SumGradientsPass::runPs(Graph &G, DeployState &S) {
   return Error::success();
 }
 
+/// \p Replicas is the number of worker processes the all-reduces span.
 Error SumGradientsPass::runMirrored(Graph &G, DeployState &S, int64_t First,
-                                   int64_t Rest) {
+                                    int64_t Rest, int Replicas) {
   // The variables (copy 0) with a gradient anywhere, and the gradient of
   // each device group, summed over the group's clones.
   struct VarGrads {
@@ -144,7 +151,8 @@ Error SumGradientsPass::runMirrored(Graph &G, DeployState &S, int64_t First,
     }
   }
 
-  if (S.NumDeviceGroups == 1) {
+  // One device and one worker: nothing to reduce.
+  if (S.NumDeviceGroups == 1 && Replicas == 1) {
     for (auto &[V, VG] : Vars)
       S.SummedGradients[V] = VG.PerGroup[0];
     return Error::success();
@@ -187,6 +195,7 @@ Error SumGradientsPass::runMirrored(Graph &G, DeployState &S, int64_t First,
       A.set("group", "gradients");
       A.set("bucket", int64_t(Bk));
       A.set("devices", Devices);
+      A.set("replicas", int64_t(Replicas));
       std::string Name = "allreduce/bucket_" + std::to_string(Bk) +
                          "/replica_" + std::to_string(Gp);
       Node *AR = B.createNamed(G.uniqueName(Name), OpKind::AllReduce, Ins,
@@ -212,7 +221,8 @@ Error SumGradientsPass::run(Graph &G, PassContext &Ctx) {
   S.GradientsSummed = true;
   if (Ctx.Config.Strat == Strategy::Mirrored)
     return runMirrored(G, S, FirstBucket.value_or(Ctx.Config.FirstBucketBytes),
-                       Bucket.value_or(Ctx.Config.BucketBytes));
+                       Bucket.value_or(Ctx.Config.BucketBytes),
+                       Ctx.Config.NumReplicas);
   return runPs(G, S);
 }
 

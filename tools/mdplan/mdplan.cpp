@@ -150,9 +150,11 @@ static cl::opt<Strategy> StrategyOpt(
 static cl::opt<int64_t> BatchPerClone("batch-per-clone",
                                       cl::desc("Batch size of each clone"),
                                       cl::cat(DeployCat));
-static cl::opt<int64_t> GlobalBatch("global-batch",
-                                    cl::desc("Batch size over all clones"),
-                                    cl::cat(DeployCat));
+static cl::opt<int64_t>
+    GlobalBatch("global-batch",
+                cl::desc("Batch size of one step over all clones (mirrored: "
+                         "the clones of every worker)"),
+                cl::cat(DeployCat));
 static cl::opt<int> GpusPerWorker("gpus-per-worker",
                                   cl::desc("GPUs on each worker (default: one "
                                            "per clone, none with "

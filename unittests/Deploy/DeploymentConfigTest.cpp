@@ -307,6 +307,46 @@ TEST(DeploymentConfigTest, PerCloneBatch) {
             "training { batch_size } in the graph file)");
 }
 
+TEST(DeploymentConfigTest, GlobalBatchSpansEveryMirroredWorker) {
+  // Mirrored: split over the clones of every worker.
+  DeploymentConfig M;
+  M.Strat = Strategy::Mirrored;
+  M.NumClones = 2;
+  M.NumReplicas = 4;
+  M.GlobalBatch = 64;
+  EXPECT_EQ(M.globalBatchClones(), 8);
+  auto B = M.perCloneBatch(16);
+  ASSERT_TRUE(bool(B));
+  EXPECT_EQ(*B, 8);
+  EXPECT_EQ(validate(M), "");
+  M.GlobalBatch = 12;
+  EXPECT_EQ(validate(M), "global batch of 12 cannot be split evenly over 8 "
+                         "clones (2 per worker on 4 workers)");
+  M.NumClones = 1;
+  M.NumReplicas = 2;
+  M.GlobalBatch = 5;
+  EXPECT_EQ(validate(M), "global batch of 5 cannot be split evenly over 2 "
+                         "clones (1 per worker on 2 workers)");
+  // One worker: the message of a single process.
+  M.NumClones = 2;
+  M.NumReplicas = 1;
+  EXPECT_EQ(M.globalBatchClones(), 2);
+  EXPECT_EQ(validate(M),
+            "global batch of 5 cannot be split evenly over 2 clones");
+
+  // ps: the global batch of this replica.
+  DeploymentConfig P;
+  P.NumClones = 2;
+  P.NumReplicas = 4;
+  P.NumPsTasks = 1;
+  P.GlobalBatch = 6;
+  EXPECT_EQ(P.globalBatchClones(), 2);
+  B = P.perCloneBatch(16);
+  ASSERT_TRUE(bool(B));
+  EXPECT_EQ(*B, 3);
+  EXPECT_EQ(validate(P), "");
+}
+
 //===----------------------------------------------------------------------===//
 // Validation: model_deploy's checks, in its order
 //===----------------------------------------------------------------------===//

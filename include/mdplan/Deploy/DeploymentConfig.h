@@ -74,7 +74,11 @@ public:
   std::string PsJobName = "ps";
 
   Strategy Strat = Strategy::ParameterServer;
-  /// Batch size, exactly one of them set (0 = not given).
+  /// Batch size, at most one of them set (0 = not given): the batch of each
+  /// clone, or the global batch of one step, split evenly over the clones of
+  /// globalBatchClones(): with the ps strategy the clones of this replica,
+  /// with the mirrored strategy every clone of every worker (num_clones x
+  /// num_replicas).
   int64_t BatchPerClone = 0;
   int64_t GlobalBatch = 0;
   /// GPUs on each worker; -1 means as many as clones (none with
@@ -103,8 +107,14 @@ public:
   /// checks. Messages are model_deploy's, lower-cased.
   llvm::Error validate() const;
 
-  /// Per-clone batch size from the settings, or \p Default (the graph
-  /// file's suggestion) when none is given; errors when neither is.
+  /// The number of clones the global batch is split over: num_clones, times
+  /// num_replicas with the mirrored strategy (whose workers form one
+  /// all-reduce group and so share one global batch).
+  int64_t globalBatchClones() const;
+
+  /// Per-clone batch size from the settings (BatchPerClone, or GlobalBatch
+  /// / globalBatchClones()), or \p Default (the graph file's suggestion)
+  /// when none is given; errors when neither is.
   llvm::Expected<int64_t> perCloneBatch(int64_t Default) const;
 
   // The role devices (model_deploy's methods).

@@ -91,6 +91,7 @@ private:
   Status checkBuffers();
   Status checkVariables();
   Status checkProgram(const fb::Program &Prog, unsigned Index);
+  Status checkReplicas(const fb::Collective &C, const std::string &PName);
   Status bufferId(uint32_t Id, const std::string &What) {
     if (Id >= NumBuffers)
       return fail(What + " names buffer " + std::to_string(Id) +
@@ -322,10 +323,36 @@ Status Checker::checkProgram(const fb::Program &Prog, unsigned Index) {
           return fail("a collective of program '" + PName +
                       "' names a kernel that is not on its device");
       }
+      MDRT_RETURN_IF_ERROR(checkReplicas(*C, PName));
     }
   if (Prog.batch_size() <= 0)
     return fail("program '" + PName + "' has no batch size");
   (void)Index;
+  return Status::ok();
+}
+
+/// A collective spans `replicas` worker processes: at least 1, and more only
+/// in a plan for one worker of a mirrored deployment over that many.
+Status Checker::checkReplicas(const fb::Collective &C,
+                              const std::string &PName) {
+  std::string What = "a collective of program '" + PName + "'";
+  int32_t R = C.replicas();
+  if (R < 1)
+    return fail(What + " has replicas " + std::to_string(R) +
+                "; it must be at least 1");
+  if (R == 1)
+    return Status::ok();
+  What += " spans " + std::to_string(R) + " replicas, but the plan";
+  const fb::Deployment *D = P.deployment();
+  if (!D)
+    return fail(What + " has no deployment");
+  std::string Strategy = D->strategy() ? D->strategy()->str() : "";
+  if (Strategy != "mirrored")
+    return fail(What + "'s deployment has strategy '" + Strategy +
+                "' (only the mirrored strategy reduces across replicas)");
+  if (D->num_replicas() != R)
+    return fail(What + "'s deployment has num_replicas " +
+                std::to_string(D->num_replicas()));
   return Status::ok();
 }
 

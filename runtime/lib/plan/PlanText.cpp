@@ -6,7 +6,7 @@
 //
 // One line per item, sections in file order:
 //
-//   plan "FashionMLP" version 1 producer "mdplan 0.1.0" fingerprint 0x...
+//   plan "FashionMLP" version 2 producer "mdplan 0.1.0" fingerprint 0x...
 //   deployment strategy=ps num_clones=2 ...
 //   device d0 /job:worker/replica:0/task:0/device:CPU:0 cpu arena=... ...
 //   buffer b0 images:0 float32[64,784] d0 arena+0 200704
@@ -19,6 +19,11 @@
 //       k1 Recv ... waits k7
 //     collective gradients bucket=0 d1:k12 d2:k30
 //     output total_loss loss b20
+//
+// A collective that spans several worker processes (mirrored, num_replicas
+// W > 1) ends with their number, W; within one process it has none:
+//
+//     collective gradients bucket=0 d1:k12 d2:k30 replicas=2
 //
 //===----------------------------------------------------------------------===//
 
@@ -258,6 +263,8 @@ void mdrt::printPlanText(const fb::Plan &P, std::ostream &OS) {
         if (C->devices() && C->kernels())
           for (size_t I = 0; I < C->devices()->size(); ++I)
             OS << " d" << C->devices()->Get(I) << ":k" << C->kernels()->Get(I);
+        if (C->replicas() != 1)
+          OS << " replicas=" << C->replicas();
         OS << '\n';
       }
     static const char *Kinds[] = {"loss", "summary", "histogram", "metric"};
