@@ -13,6 +13,7 @@ PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler
   libgtest-dev libgmock-dev
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
+  libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
 )
 PACKAGES+=(${MDPLAN_EXTRA_PACKAGES:-})

@@ -40,6 +40,18 @@ if config.have_cuda:
         pass
 if config.have_mpi and shutil.which("mpirun"):
     config.available_features.add("mpi")
+    # Open MPI refuses root without these; more ranks than cores is fine
+    # for tests; no single-copy shared memory (ptrace is often forbidden in
+    # containers).
+    for var, value in [("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+                       ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+                       ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
+                       ("OMPI_MCA_btl_vader_single_copy_mechanism", "none")]:
+        config.environment[var] = value
+    for var in ["HOME", "TMPDIR", "USER"]:
+        if var in os.environ:
+            config.environment[var] = os.environ[var]
+    config.substitutions.append(("%mpirun", "mpirun"))
 if os.path.isdir("/usr/share/datasets/fashion-mnist"):
     config.available_features.add("fashion-mnist")
 try:

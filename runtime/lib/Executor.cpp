@@ -125,16 +125,18 @@ Status checkProcesses(const fb::Plan &P, const ProcessGroup *Processes,
                     "processes over " + Processes->transport());
     return Status::ok();
   }
-  if (Procs > 1) {
-    std::string Why = Replicas > 1 ? Which + " of the ps strategy, which "
-                                             "runs in one process"
-                                   : std::string("the plan is for one process");
-    return Status::error("the run has " + std::to_string(Procs) +
-                         " processes, but " + Why +
-                         "; several processes need one plan each, compiled "
-                         "with --strategy=mirrored --num-replicas=" +
-                         std::to_string(Procs) + " --replica-id=R");
-  }
+  if (Procs > 1)
+    return Status::error(
+        "the run has " + std::to_string(Procs) + " processes, but " +
+        (Replicas > 1
+             ? "a ps-strategy plan runs in one process (this one is "
+               "replica " +
+                   std::to_string(Replica) + " of " + std::to_string(Replicas) +
+                   ", with its parameter servers)"
+             : std::string("the plan is for one process")) +
+        "; several processes need one mirrored plan each, compiled with "
+        "--strategy=mirrored --num-replicas=" +
+        std::to_string(Procs) + " --replica-id=R");
   if (Replicas > 1)
     Notes.push_back(Which + "; mdrun runs it alone, with its "
                             "parameter-server devices in this process");

@@ -403,18 +403,35 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
     return Status::ok();
   const fb::Plan &P = Plan->plan();
   uint64_t PlanHash = hashName("mdrun.plan", P.fingerprint());
+  auto Mix = [&](const std::string &S) {
+    PlanHash = hashName(S.c_str(), PlanHash);
+  };
+  auto ShapeOf = [&](uint32_t Buffer) {
+    const fb::Buffer *Buf = P.buffers()->Get(Buffer);
+    std::string T = std::to_string(int(Buf->dtype()));
+    if (Buf->shape())
+      for (int64_t D : *Buf->shape())
+        T += "," + std::to_string(D);
+    return T;
+  };
+  if (const fb::Deployment *D = P.deployment())
+    Mix(std::to_string(D->num_clones()) + "/" +
+        std::to_string(D->batch_per_clone()) + "/" +
+        std::to_string(D->num_replicas()));
   for (int Prog : {TrainProg, EvalProg}) {
     if (Prog < 0)
       continue;
     const fb::Program &FP = *P.programs()->Get(uint32_t(Prog));
-    PlanHash = hashName(std::to_string(FP.batch_size()).c_str(), PlanHash);
+    Mix(std::to_string(FP.batch_size()));
+    // The outputs, which the processes average.
+    if (FP.outputs())
+      for (const fb::Output *O : *FP.outputs())
+        Mix(O->name()->str() + "/" + std::to_string(int(O->kind())) + "/" +
+            ShapeOf(O->buffer()));
     if (!FP.collectives())
       continue;
     for (const fb::Collective *C : *FP.collectives()) {
-      PlanHash = hashName(
-          (std::to_string(C->bucket()) + "/" + std::to_string(C->replicas()))
-              .c_str(),
-          PlanHash);
+      Mix(std::to_string(C->bucket()) + "/" + std::to_string(C->replicas()));
       const fb::Kernel *K = nullptr;
       uint32_t Id = C->kernels()->Get(0);
       for (const fb::DeviceProgram *DP : *FP.devices()) {
@@ -426,14 +443,8 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
         Id -= N;
       }
       if (K && K->inputs())
-        for (uint32_t B : *K->inputs()) {
-          const fb::Buffer *Buf = P.buffers()->Get(B);
-          std::string T = std::to_string(int(Buf->dtype()));
-          if (Buf->shape())
-            for (int64_t D : *Buf->shape())
-              T += "," + std::to_string(D);
-          PlanHash = hashName(T.c_str(), PlanHash);
-        }
+        for (uint32_t B : *K->inputs())
+          Mix(ShapeOf(B));
     }
   }
   struct Field {

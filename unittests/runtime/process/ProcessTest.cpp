@@ -1,0 +1,228 @@
+//===- ProcessTest.cpp - Process groups and cross-process collectives -----===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The thread groups stand in for the processes of an MPI job: they run the
+// same chunked, rank-ordered sums (the MPI group is exercised by the lit
+// tests under mpirun).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdrt/Process.h"
+#include "mdrt/Device.h"
+
+#include "gtest/gtest.h"
+
+#include <cstring>
+#include <functional>
+#include <random>
+#include <thread>
+
+using namespace mdrt;
+
+namespace {
+
+/// Runs \p Body(rank, group) on one thread per group and waits for all.
+void onThreads(std::vector<std::unique_ptr<ProcessGroup>> &Groups,
+               const std::function<void(int, ProcessGroup &)> &Body) {
+  std::vector<std::thread> Threads;
+  for (size_t R = 0; R < Groups.size(); ++R)
+    Threads.emplace_back([&, R] { Body(int(R), *Groups[R]); });
+  for (std::thread &T : Threads)
+    T.join();
+}
+
+/// Values that make the order of additions visible in float rounding.
+template <typename T> std::vector<T> valuesOf(int Rank, size_t Count) {
+  std::mt19937_64 Gen(uint64_t(Rank) * 7919 + Count);
+  std::uniform_real_distribution<double> Dist(-1e6, 1e6);
+  std::vector<T> V(Count);
+  for (size_t E = 0; E < Count; ++E)
+    V[E] = T(Dist(Gen) * (E % 3 == 0 ? 1e-6 : 1.0));
+  return V;
+}
+
+/// The left fold over ranks, the order the groups promise.
+template <typename T> std::vector<T> rankOrderSum(int Ranks, size_t Count) {
+  std::vector<T> Sum = valuesOf<T>(0, Count);
+  for (int R = 1; R < Ranks; ++R) {
+    std::vector<T> V = valuesOf<T>(R, Count);
+    for (size_t E = 0; E < Count; ++E)
+      Sum[E] += V[E];
+  }
+  return Sum;
+}
+
+TEST(ProcessTest, ChunksCoverTheRangeInOrder) {
+  for (size_t Count : {0, 1, 2, 5, 7, 64, 1000, 1001})
+    for (int Chunks : {1, 2, 3, 4, 7, 9}) {
+      size_t Next = 0, Min = SIZE_MAX, Max = 0;
+      for (int C = 0; C < Chunks; ++C) {
+        auto [B, E] = chunkRange(Count, Chunks, C);
+        EXPECT_EQ(B, Next) << Count << " in " << Chunks;
+        ASSERT_LE(B, E);
+        Min = std::min(Min, E - B);
+        Max = std::max(Max, E - B);
+        Next = E;
+      }
+      EXPECT_EQ(Next, Count);
+      EXPECT_LE(Max - Min, 1u);
+    }
+}
+
+TEST(ProcessTest, SumInOrderIsALeftFold) {
+  // (1e8 + 1) - 1e8 is 0 in float; 1e8 + (1 - 1e8) is not.
+  float A[] = {1e8f}, B[] = {1.0f}, C[] = {-1e8f}, Out[1];
+  const void *Src[] = {A, B, C};
+  sumInOrder(DType::Float32, Src, 3, Out, 1);
+  EXPECT_EQ(Out[0], (1e8f + 1.0f) - 1e8f);
+  // The destination may be the first source.
+  int64_t X[] = {1, 2}, Y[] = {10, 20};
+  const void *Src2[] = {X, Y};
+  sumInOrder(DType::Int64, Src2, 2, X, 2);
+  EXPECT_EQ(X[0], 11);
+  EXPECT_EQ(X[1], 22);
+}
+
+template <typename T> void checkAllReduce(DType Type) {
+  for (int Ranks : {1, 2, 3, 5})
+    for (size_t Count : {size_t(0), size_t(1), size_t(Ranks - 1), size_t(1000),
+                         size_t(1001)}) {
+      auto Groups = createThreadProcessGroups(Ranks);
+      std::vector<std::vector<T>> Bufs(static_cast<size_t>(Ranks));
+      std::vector<Status> Results(static_cast<size_t>(Ranks));
+      onThreads(Groups, [&](int R, ProcessGroup &G) {
+        Bufs[size_t(R)] = valuesOf<T>(R, Count);
+        Results[size_t(R)] =
+            G.allReduceSum(Type, Bufs[size_t(R)].data(), Count);
+      });
+      std::vector<T> Want = rankOrderSum<T>(Ranks, Count);
+      for (int R = 0; R < Ranks; ++R) {
+        ASSERT_TRUE(Results[size_t(R)].isOk()) << Results[size_t(R)].message();
+        // Bit for bit: every rank gets the rank-order sum.
+        EXPECT_EQ(0, Count ? std::memcmp(Bufs[size_t(R)].data(), Want.data(),
+                                         Count * sizeof(T))
+                           : 0)
+            << "rank " << R << " of " << Ranks << ", " << Count << " elements";
+      }
+    }
+}
+
+TEST(ProcessTest, AllReduceSumsInRankOrderFloat32) {
+  checkAllReduce<float>(DType::Float32);
+}
+TEST(ProcessTest, AllReduceSumsInRankOrderFloat64) {
+  checkAllReduce<double>(DType::Float64);
+}
+TEST(ProcessTest, AllReduceSumsInRankOrderInt64) {
+  checkAllReduce<int64_t>(DType::Int64);
+}
+
+TEST(ProcessTest, AllReduceRejectsBool) {
+  auto Single = createSingleProcessGroup();
+  uint8_t B[2] = {1, 0};
+  Status S = Single->allReduceSum(DType::Bool, B, 2);
+  ASSERT_FALSE(S.isOk());
+  EXPECT_EQ(S.message(), "cannot sum bool tensors across processes");
+}
+
+TEST(ProcessTest, BroadcastAndAllGather) {
+  auto Groups = createThreadProcessGroups(4);
+  std::vector<std::array<int32_t, 3>> Bcast(4);
+  std::vector<std::vector<int32_t>> Gathered(4, std::vector<int32_t>(4));
+  onThreads(Groups, [&](int R, ProcessGroup &G) {
+    Bcast[size_t(R)] = {R, R * 10, R * 100};
+    ASSERT_TRUE(G.broadcast(Bcast[size_t(R)].data(), 12, 2).isOk());
+    int32_t Mine = 7 * R;
+    ASSERT_TRUE(G.allGather(&Mine, Gathered[size_t(R)].data(), 4).isOk());
+  });
+  for (int R = 0; R < 4; ++R) {
+    EXPECT_EQ(Bcast[size_t(R)], (std::array<int32_t, 3>{2, 20, 200}));
+    EXPECT_EQ(Gathered[size_t(R)], (std::vector<int32_t>{0, 7, 14, 21}));
+  }
+}
+
+TEST(ProcessTest, AgreeGivesEveryRankTheLowestFailure) {
+  auto Groups = createThreadProcessGroups(4);
+  std::vector<Status> Ok(4), Failed(4);
+  onThreads(Groups, [&](int R, ProcessGroup &G) {
+    Ok[size_t(R)] = G.agree(Status::ok());
+    Status Local = R == 1 || R == 3
+                       ? Status::error("broke on " + std::to_string(R))
+                       : Status::ok();
+    Failed[size_t(R)] = G.agree(Local);
+  });
+  for (int R = 0; R < 4; ++R) {
+    EXPECT_TRUE(Ok[size_t(R)].isOk());
+    ASSERT_FALSE(Failed[size_t(R)].isOk());
+    EXPECT_EQ(Failed[size_t(R)].message(), "replica 1: broke on 1");
+  }
+  // Alone, a process's own error comes back unchanged.
+  auto Single = createSingleProcessGroup();
+  EXPECT_EQ(Single->agree(Status::error("alone")).message(), "alone");
+}
+
+TEST(ProcessTest, MeanOverProcesses) {
+  auto Groups = createThreadProcessGroups(3);
+  std::vector<std::vector<double>> V(3);
+  onThreads(Groups, [&](int R, ProcessGroup &G) {
+    V[size_t(R)] = {double(R), 3.0 * R};
+    ASSERT_TRUE(G.mean(V[size_t(R)]).isOk());
+  });
+  for (int R = 0; R < 3; ++R)
+    EXPECT_EQ(V[size_t(R)], (std::vector<double>{1.0, 3.0}));
+}
+
+/// Two processes of two CPU participants each: every output is the sum of
+/// each process's participants (in participant order), then of the
+/// processes (in rank order); float32 and float64 tensors in one bucket.
+TEST(ProcessTest, HostCollectiveSpansProcesses) {
+  constexpr int Procs = 2, Parts = 2;
+  const size_t N32 = 37, N64 = 5;
+  auto Groups = createThreadProcessGroups(Procs);
+  std::vector<std::unique_ptr<Device>> Devs;
+  for (int I = 0; I < Procs * Parts; ++I)
+    Devs.push_back(createCpuDevice("cpu" + std::to_string(I), 1));
+  std::vector<std::unique_ptr<CollectiveGroup>> Colls;
+  for (int P = 0; P < Procs; ++P)
+    Colls.push_back(createHostCollective(Parts, Groups[size_t(P)].get()));
+  // Inputs and outputs of participant (process P, participant Q).
+  auto InF = [&](int P, int Q) { return valuesOf<float>(P * Parts + Q, N32); };
+  auto InD = [&](int P, int Q) { return valuesOf<double>(P * Parts + Q, N64); };
+  std::vector<std::vector<float>> OutF(Procs * Parts, std::vector<float>(N32));
+  std::vector<std::vector<double>> OutD(Procs * Parts,
+                                        std::vector<double>(N64));
+  std::vector<std::thread> Threads;
+  std::vector<TensorDesc> Types = {{DType::Float32, {int64_t(N32)}},
+                                   {DType::Float64, {int64_t(N64)}}};
+  for (int P = 0; P < Procs; ++P)
+    for (int Q = 0; Q < Parts; ++Q)
+      Threads.emplace_back([&, P, Q] {
+        std::vector<float> F = InF(P, Q);
+        std::vector<double> D = InD(P, Q);
+        int I = P * Parts + Q;
+        Colls[size_t(P)]->allReduce(
+            unsigned(Q), *Devs[size_t(I)], {F.data(), D.data()},
+            {OutF[size_t(I)].data(), OutD[size_t(I)].data()}, Types);
+      });
+  for (std::thread &T : Threads)
+    T.join();
+  std::vector<float> WantF(N32);
+  std::vector<double> WantD(N64);
+  for (size_t E = 0; E < N32; ++E)
+    WantF[E] = (InF(0, 0)[E] + InF(0, 1)[E]) + (InF(1, 0)[E] + InF(1, 1)[E]);
+  for (size_t E = 0; E < N64; ++E)
+    WantD[E] = (InD(0, 0)[E] + InD(0, 1)[E]) + (InD(1, 0)[E] + InD(1, 1)[E]);
+  for (int I = 0; I < Procs * Parts; ++I) {
+    EXPECT_EQ(0, std::memcmp(OutF[size_t(I)].data(), WantF.data(),
+                             N32 * sizeof(float)))
+        << "participant " << I;
+    EXPECT_EQ(0, std::memcmp(OutD[size_t(I)].data(), WantD.data(),
+                             N64 * sizeof(double)))
+        << "participant " << I;
+  }
+}
+
+} // namespace
