@@ -366,13 +366,17 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
         FB.CreateString(M.Method)));
   }
 
-  // Collectives by bucket, devices in the order the op lists them.
-  std::map<int64_t, std::vector<const Node *>> Buckets;
+  // Collectives by bucket (numbered through the groups), devices in the
+  // order the op lists them.
+  std::map<std::pair<int64_t, std::string>, std::vector<const Node *>> Buckets;
   for (const Node *N : Kernels)
     if (N->getOp().is(OF_Collective))
-      Buckets[N->attrs().getInt("bucket")].push_back(N);
+      Buckets[{N->attrs().getInt("bucket"),
+               N->attrs().getString("group").str()}]
+          .push_back(N);
   std::vector<flatbuffers::Offset<fb::Collective>> Colls;
-  for (auto &[Bk, Nodes] : Buckets) {
+  for (auto &[Key, Nodes] : Buckets) {
+    int64_t Bk = Key.first;
     std::vector<std::string> Order =
         Nodes[0]->attrs().get("devices")
             ? Nodes[0]->attrs().get("devices")->getStrings()

@@ -9,9 +9,10 @@
 // colocated with their variable, the update running where the variable
 // lives; with the mirrored strategy every device updates its own copy), the
 // update ops of the FIRST clone only (mirrored: applied to every copy with
-// the first clone's values, so the copies stay identical), global_step
-// incremented once after all of them, and train_op = total_loss after every
-// update.
+// the first clone's values, so the copies stay identical; over several
+// workers, with replica 0's first clone's values, which one all-reduce of
+// group "updates" brings to every worker), global_step incremented once
+// after all of them, and train_op = total_loss after every update.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +54,59 @@ static Node *createSlot(Graph &G, Node *Var, StringRef Suffix) {
   Slot->setNumOutputs(1);
   Slot->setOutputType(0, T);
   return Slot;
+}
+
+/// Multi-worker mirrored: makes the value inputs of the first clone's update
+/// ops replica 0's on every worker, so that every worker's copies of the
+/// updated variables stay identical, as one worker's copies all take its
+/// first clone's values. One AllReduce (group "updates", after the
+/// gradients' buckets) on the first clone's device adds replica 0's values
+/// and the other workers' zeros.
+static Error shareReplicaZeroValues(Graph &G, const DeploymentConfig &C,
+                                    DeployState &S, ArrayRef<Node *> Updates) {
+  SmallVector<std::pair<Node *, unsigned>, 8> Uses;
+  SmallVector<TensorRef, 8> Values;
+  for (Node *U : Updates) {
+    SmallVector<unsigned, 3> Written = writtenInputs(*U);
+    for (unsigned I = 0; I < U->getNumInputs(); ++I) {
+      TensorRef In = U->getInput(I);
+      // Variables agree across the workers already.
+      if (is_contained(Written, I) || In.N->getOp().isVariable() ||
+          !isFloat(In.type().Elt))
+        continue;
+      Uses.push_back({U, I});
+      Values.push_back(In);
+    }
+  }
+  if (Values.empty())
+    return Error::success();
+  int64_t Bucket = 0;
+  for (const auto &N : G.nodes())
+    if (N->getOp().is(OF_Collective))
+      Bucket = std::max(Bucket, N->attrs().getInt("bucket") + 1);
+  const CloneInfo &Lead = S.Clones[0];
+  GraphBuilder B(G);
+  B.setStack(Lead.Stack);
+  B.setClone(Lead.Index);
+  B.setRole(NodeRole::Optimizer);
+  if (C.ReplicaId != 0)
+    for (unsigned I = 0; I < Values.size(); ++I) {
+      const TensorType &T = Values[I].type();
+      Values[I] = B.constant(0.0, T.Elt, T.Dims,
+                             "update_values/zeros_" + std::to_string(I));
+    }
+  AttrDict A;
+  A.set("group", "updates");
+  A.set("bucket", Bucket);
+  A.set("devices", std::vector<std::string>{Lead.Device.toString()});
+  A.set("replicas", int64_t(C.NumReplicas));
+  Node *AR = B.createNamed(G.uniqueName("allreduce/update_values"),
+                           OpKind::AllReduce, Values, std::move(A));
+  if (Error E = B.takeError())
+    return E;
+  for (unsigned I = 0; I < Uses.size(); ++I)
+    Uses[I].first->setInput(Uses[I].second, TensorRef(AR, I));
+  return Error::success();
 }
 
 Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
@@ -145,6 +199,9 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
   for (Node *U : G.collection(Collection::UpdateOps))
     if (U->getClone() <= 0)
       FirstUpdates.push_back(U);
+  if (C.Strat == Strategy::Mirrored && C.NumReplicas > 1)
+    if (Error E = shareReplicaZeroValues(G, C, S, FirstUpdates))
+      return E;
   for (Node *U : FirstUpdates) {
     Updates.push_back(U);
     if (C.Strat != Strategy::Mirrored || U->getNumInputs() == 0)

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -453,6 +454,33 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       }
       Prog.Groups.push_back(std::move(G));
     }
+  // Collectives across processes must complete in the same order in every
+  // process. They do when one device takes part in all of them: each waits
+  // for that device, which reaches them in its (the plan's) order.
+  if (FP.collectives()) {
+    std::vector<uint32_t> Common;
+    bool Any = false;
+    for (const fb::Collective *C : *FP.collectives()) {
+      if (C->replicas() <= 1)
+        continue;
+      std::vector<uint32_t> Devs(C->devices()->begin(), C->devices()->end());
+      std::sort(Devs.begin(), Devs.end());
+      if (Any) {
+        std::vector<uint32_t> Both;
+        std::set_intersection(Common.begin(), Common.end(), Devs.begin(),
+                              Devs.end(), std::back_inserter(Both));
+        Common.swap(Both);
+      } else {
+        Common = Devs;
+        Any = true;
+      }
+    }
+    if (Any && Common.empty())
+      return Status::error("program '" + Prog.Name +
+                           "': its all-reduces across processes have no "
+                           "device in common, so the processes could run "
+                           "them in different orders");
+  }
   for (Slot &S : Prog.Slots)
     if (S.Kind == SlotKind::Collective && !S.Group)
       return Status::error("all-reduce '" + S.K->name()->str() +

@@ -1,0 +1,146 @@
+//===- CrossProcessPlanTest.cpp - Plans whose collectives span processes --===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The executor's checks of a multi-worker plan against the run's processes
+// (thread groups stand in for them), on plans built with the FlatBuffers
+// builder: two CPU devices, an all-reduce on each.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mdrt/Executor.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+
+using namespace mdrt;
+
+namespace {
+
+struct Spec {
+  int ReplicaId = 0;
+  int NumReplicas = 2;
+  /// The devices of each of the two collectives (plan device indices).
+  std::vector<uint32_t> FirstDevices = {0, 1};
+  std::vector<uint32_t> SecondDevices = {0, 1};
+};
+
+/// Two CPUs; on each, two all-reduces (buckets 0 and 1) of one float32[1]
+/// buffer; the collectives list the devices \p S names.
+std::shared_ptr<const PlanFile> buildPlan(const Spec &S) {
+  flatbuffers::FlatBufferBuilder FB;
+  std::string Task =
+      "/job:worker/replica:0/task:" + std::to_string(S.ReplicaId);
+  std::vector<flatbuffers::Offset<fb::Device>> Devices;
+  for (int D = 0; D < 2; ++D)
+    Devices.push_back(fb::CreateDeviceDirect(
+        FB, (Task + "/device:CPU:" + std::to_string(D)).c_str(),
+        fb::DeviceKind::CPU, "worker", 0, S.ReplicaId, D,
+        /*arena_bytes=*/256, /*persistent_bytes=*/0));
+  std::vector<int64_t> Shape = {1};
+  std::vector<flatbuffers::Offset<fb::Buffer>> Buffers;
+  // Device D, bucket K: input buffer 4D+2K, output 4D+2K+1.
+  for (uint32_t D = 0; D < 2; ++D)
+    for (int K = 0; K < 2; ++K)
+      for (int IO = 0; IO < 2; ++IO)
+        Buffers.push_back(fb::CreateBufferDirect(
+            FB, ("b" + std::to_string(Buffers.size())).c_str(), D,
+            fb::DType::Float32, &Shape, uint64_t(64 * (2 * K + IO)), 4));
+  // A device runs the all-reduces whose collective lists it; kernel ids
+  // count through the devices.
+  auto Lists = [&](uint32_t K, uint32_t D) {
+    const std::vector<uint32_t> &Devs =
+        K == 0 ? S.FirstDevices : S.SecondDevices;
+    return std::find(Devs.begin(), Devs.end(), D) != Devs.end();
+  };
+  std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs;
+  std::vector<std::vector<uint32_t>> CollDevs(2), CollKernels(2);
+  uint32_t Id = 0;
+  for (uint32_t D = 0; D < 2; ++D) {
+    std::vector<flatbuffers::Offset<fb::Kernel>> Kernels;
+    for (uint32_t K = 0; K < 2; ++K) {
+      if (!Lists(K, D))
+        continue;
+      std::vector<uint32_t> In = {4 * D + 2 * K}, Out = {4 * D + 2 * K + 1};
+      Kernels.push_back(
+          fb::CreateKernelDirect(FB,
+                                 ("allreduce/bucket_" + std::to_string(K) +
+                                  "/replica_" + std::to_string(D))
+                                     .c_str(),
+                                 "AllReduce", nullptr, &In, &Out));
+      CollDevs[K].push_back(D);
+      CollKernels[K].push_back(Id++);
+    }
+    DevProgs.push_back(
+        fb::CreateDeviceProgramDirect(FB, D, &Kernels, 256, 256, "naive"));
+  }
+  std::vector<flatbuffers::Offset<fb::Collective>> Colls;
+  for (uint32_t K = 0; K < 2; ++K)
+    Colls.push_back(fb::CreateCollectiveDirect(FB, "gradients", K, &CollDevs[K],
+                                               &CollKernels[K], S.NumReplicas));
+  std::vector<flatbuffers::Offset<fb::Program>> Progs = {
+      fb::CreateProgramDirect(FB, "train", 2, &DevProgs, nullptr, nullptr,
+                              &Colls)};
+  auto Dep = fb::CreateDeploymentDirect(FB, "mirrored", 2, true, S.ReplicaId,
+                                        S.NumReplicas, 0, 1, "sgd", 0.1);
+  auto Root =
+      fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, Dep, &Devices,
+                           &Buffers, nullptr, nullptr, &Progs);
+  fb::FinishPlanBuffer(FB, Root);
+  auto P = PlanFile::fromBytes(
+      std::vector<uint8_t>(FB.GetBufferPointer(),
+                           FB.GetBufferPointer() + FB.GetSize()),
+      "test.mdp");
+  EXPECT_TRUE(P.isOk()) << P.status().message();
+  return P.isOk() ? std::shared_ptr<const PlanFile>(P.take()) : nullptr;
+}
+
+/// The executor's error for \p S run as rank \p Rank of \p Procs processes
+/// ("" when it is created).
+std::string create(const Spec &S, int Procs, int Rank) {
+  auto Plan = buildPlan(S);
+  if (!Plan)
+    return "no plan";
+  auto Groups = createThreadProcessGroups(Procs);
+  ExecutorOptions O;
+  O.Threads = 1;
+  O.Processes = Groups[size_t(Rank)].get();
+  auto E = Executor::create(Plan, O);
+  return E.isOk() ? "" : E.status().message();
+}
+
+} // namespace
+
+TEST(CrossProcessPlanTest, FitsItsProcesses) {
+  EXPECT_EQ(create(Spec(), 2, 0), "");
+  Spec R1;
+  R1.ReplicaId = 1;
+  EXPECT_EQ(create(R1, 2, 1), "");
+}
+
+TEST(CrossProcessPlanTest, NeedsAProcessPerReplica) {
+  EXPECT_EQ(create(Spec(), 3, 0),
+            "the plan is replica 0 of 2 (mirrored), but the run has 3 "
+            "processes; it needs 2, one per replica");
+  Spec R1;
+  R1.ReplicaId = 1;
+  EXPECT_EQ(create(R1, 2, 0),
+            "the plan is replica 1 of 2, but it runs in process 0: give each "
+            "process the plan compiled with --replica-id=<its rank> "
+            "({replica} in the plan path stands for it)");
+}
+
+TEST(CrossProcessPlanTest, CollectivesShareADevice) {
+  // One device in common: the order is that device's.
+  Spec S;
+  S.SecondDevices = {1};
+  EXPECT_EQ(create(S, 2, 0), "");
+  // None: two processes could pair the all-reduces differently.
+  S.FirstDevices = {0};
+  EXPECT_EQ(create(S, 2, 0),
+            "program 'train': its all-reduces across processes have no device "
+            "in common, so the processes could run them in different orders");
+}
