@@ -52,9 +52,12 @@ static cl::OptionCategory DeployCat("Deployment options (override --config)");
 
 static cl::opt<std::string> InputFile(cl::Positional, cl::desc("<model>"),
                                       cl::cat(MainCat));
-static cl::opt<std::string> OutputFile("o", cl::desc("Output file"),
-                                       cl::value_desc("file"), cl::init("-"),
-                                       cl::cat(MainCat));
+static cl::opt<std::string> OutputFile(
+    "o",
+    cl::desc("Output file; with several replicas, '{replica}' in it stands "
+             "for the replica id, and without --replica-id every replica's "
+             "output is written"),
+    cl::value_desc("file"), cl::init("-"), cl::cat(MainCat));
 
 enum class EmitKind { Placement, Graph, Dot, Deployment, Plan, PlanText, None };
 static cl::opt<EmitKind> Emit(
@@ -341,6 +344,94 @@ static Error dumpPlan() {
   return Error::success();
 }
 
+/// Compiles \p Model for deployment \p C and writes what --emit asks for to
+/// \p Path.
+static Error compileAndWrite(std::unique_ptr<Graph> Model,
+                             const DeploymentConfig &C, StringRef Path) {
+  if (Error E = C.validate())
+    return E;
+  EmitKind What = Emit;
+  if (!Emit.getNumOccurrences()) {
+    if (!ExplainPlacement.empty())
+      What = EmitKind::None;
+    else if (Path.endswith(".mdp"))
+      What = EmitKind::Plan;
+  }
+  bool WantPlan = What == EmitKind::Plan || What == EmitKind::PlanText;
+
+  CompileOptions CO;
+  if (Passes.getNumOccurrences()) {
+    CO.Pipeline = Passes;
+    if (CO.Pipeline.empty())
+      CO.Pipeline = " "; // An empty pipeline runs no pass.
+  }
+  CO.EmitPlan = WantPlan;
+  CO.BuildEval = !NoEval;
+  CO.EvalBatch = EvalBatch;
+  if (PrintAfterAll)
+    CO.PM.PrintAfterAll = &errs();
+  if (TimePasses)
+    CO.PM.TimePasses = &errs();
+  PassContext Ctx(C);
+  Ctx.Diags = DiagnosticHandler::stderrHandler();
+  for (const std::string &N : ExplainPlacement)
+    Ctx.Explain.insert(N);
+  auto Comp = compileModel(std::move(Model), Ctx, CO);
+  if (!Comp)
+    return Comp.takeError();
+  Graph &Result = *Comp->Train;
+  if (WantPlan && Comp->Plan.empty())
+    return makeError(
+        "--emit=" + StringRef(What == EmitKind::Plan ? "plan" : "plan-text") +
+        " needs a pipeline that ends with plan-memory");
+  if (!ExplainPlacement.empty() && Ctx.Explanations.empty())
+    return makeError("--explain-placement needs the place-devices pass");
+
+  std::error_code EC;
+  ToolOutputFile Out(
+      Path, EC, What == EmitKind::Plan ? sys::fs::OF_None : sys::fs::OF_Text);
+  if (EC)
+    return makeError("cannot open '" + Path + "': " + EC.message());
+  raw_ostream &OS = Out.os();
+  for (const auto &[N, R] : Ctx.Explanations)
+    printPlacementRecord(OS, *N, R);
+
+  switch (What) {
+  case EmitKind::Placement:
+    for (const auto &N : Result.nodes()) {
+      if (!N->isPlaced())
+        return makeError("--emit=placement needs the place-devices pass");
+      OS << N->getName() << ' ' << Result.deviceOf(*N).toString() << '\n';
+    }
+    break;
+  case EmitKind::Graph:
+    writeModel(Result, OS);
+    break;
+  case EmitKind::Dot:
+    writeDot(Result, OS);
+    break;
+  case EmitKind::Plan:
+    OS.write(reinterpret_cast<const char *>(Comp->Plan.data()),
+             Comp->Plan.size());
+    break;
+  case EmitKind::PlanText: {
+    std::ostringstream SS;
+    mdrt::printPlanText(*mdplan::plan::GetPlan(Comp->Plan.data()), SS);
+    OS << SS.str();
+    break;
+  }
+  case EmitKind::Deployment:
+  case EmitKind::None:
+    break;
+  }
+  Out.keep();
+  // The process ends here: freeing a large graph node by node only costs
+  // time (as clang's -disable-free).
+  BuryPointer(std::move(Comp->Train));
+  BuryPointer(std::move(Comp->Eval));
+  return Error::success();
+}
+
 static Error runTool(SourceMgr &SM) {
   if (ListPasses) {
     for (const PassInfo &P : registeredPasses()) {
@@ -379,86 +470,29 @@ static Error runTool(SourceMgr &SM) {
   if (!G)
     return G.takeError();
 
-  EmitKind What = Emit;
-  if (!Emit.getNumOccurrences()) {
-    if (!ExplainPlacement.empty())
-      What = EmitKind::None;
-    else if (StringRef(OutputFile).endswith(".mdp"))
-      What = EmitKind::Plan;
+  // With {replica} in the output path and no --replica-id, every replica's
+  // output, one path each; else this replica's.
+  const std::string Key = "{replica}";
+  std::vector<int> Replicas = {Config.ReplicaId};
+  if (OutputFile.find(Key) != std::string::npos &&
+      !ReplicaId.getNumOccurrences()) {
+    Replicas.clear();
+    for (int R = 0; R < Config.NumReplicas; ++R)
+      Replicas.push_back(R);
   }
-  bool WantPlan = What == EmitKind::Plan || What == EmitKind::PlanText;
-
-  CompileOptions CO;
-  if (Passes.getNumOccurrences()) {
-    CO.Pipeline = Passes;
-    if (CO.Pipeline.empty())
-      CO.Pipeline = " "; // An empty pipeline runs no pass.
+  for (size_t I = 0; I < Replicas.size(); ++I) {
+    DeploymentConfig C = Config;
+    C.ReplicaId = Replicas[I];
+    std::string Path = OutputFile;
+    for (size_t At = Path.find(Key); At != std::string::npos;
+         At = Path.find(Key, At))
+      Path.replace(At, Key.size(), std::to_string(C.ReplicaId));
+    // The last replica takes the graph as read; the others a copy.
+    std::unique_ptr<Graph> Model =
+        I + 1 == Replicas.size() ? std::move(*G) : (*G)->clone();
+    if (Error E = compileAndWrite(std::move(Model), C, Path))
+      return E;
   }
-  CO.EmitPlan = WantPlan;
-  CO.BuildEval = !NoEval;
-  CO.EvalBatch = EvalBatch;
-  if (PrintAfterAll)
-    CO.PM.PrintAfterAll = &errs();
-  if (TimePasses)
-    CO.PM.TimePasses = &errs();
-  PassContext Ctx(Config);
-  Ctx.Diags = DiagnosticHandler::stderrHandler();
-  for (const std::string &N : ExplainPlacement)
-    Ctx.Explain.insert(N);
-  auto Comp = compileModel(std::move(*G), Ctx, CO);
-  if (!Comp)
-    return Comp.takeError();
-  Graph &Result = *Comp->Train;
-  if (WantPlan && Comp->Plan.empty())
-    return makeError(
-        "--emit=" + StringRef(What == EmitKind::Plan ? "plan" : "plan-text") +
-        " needs a pipeline that ends with plan-memory");
-  if (!ExplainPlacement.empty() && Ctx.Explanations.empty())
-    return makeError("--explain-placement needs the place-devices pass");
-
-  std::error_code EC;
-  ToolOutputFile Out(OutputFile, EC,
-                     What == EmitKind::Plan ? sys::fs::OF_None
-                                            : sys::fs::OF_Text);
-  if (EC)
-    return makeError("cannot open '" + OutputFile + "': " + EC.message());
-  raw_ostream &OS = Out.os();
-  for (const auto &[N, R] : Ctx.Explanations)
-    printPlacementRecord(OS, *N, R);
-
-  switch (What) {
-  case EmitKind::Placement:
-    for (const auto &N : Result.nodes()) {
-      if (!N->isPlaced())
-        return makeError("--emit=placement needs the place-devices pass");
-      OS << N->getName() << ' ' << Result.deviceOf(*N).toString() << '\n';
-    }
-    break;
-  case EmitKind::Graph:
-    writeModel(Result, OS);
-    break;
-  case EmitKind::Dot:
-    writeDot(Result, OS);
-    break;
-  case EmitKind::Plan:
-    OS.write(reinterpret_cast<const char *>(Comp->Plan.data()),
-             Comp->Plan.size());
-    break;
-  case EmitKind::PlanText: {
-    std::ostringstream SS;
-    mdrt::printPlanText(*mdplan::plan::GetPlan(Comp->Plan.data()), SS);
-    OS << SS.str();
-    break;
-  }
-  case EmitKind::Deployment:
-  case EmitKind::None:
-    break;
-  }
-  Out.keep();
-  // The process ends here: freeing a large graph node by node only costs
-  // time (as clang's -disable-free).
-  BuryPointer(std::move(Comp->Train));
-  BuryPointer(std::move(Comp->Eval));
   return Error::success();
 }
 
