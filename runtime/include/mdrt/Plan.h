@@ -34,8 +34,9 @@ namespace fb = mdplan::plan;
 /// file identifier), then the plan's own rules: version, buffer ids, sizes
 /// and offsets inside their device's memory, views inside their root,
 /// variables and constants on persistent buffers, kernel signatures, waits
-/// naming kernels of other devices, inputs and outputs. Never crashes on
-/// any input.
+/// naming kernels of other devices, collectives (their devices, kernels
+/// and replicas, which only a mirrored deployment of that many replicas
+/// may span), inputs and outputs. Never crashes on any input.
 Status verifyPlan(const uint8_t *Data, size_t Size);
 
 /// A verified plan owning its bytes.
