@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // The tables indexed by node id that the passes use instead of maps keyed
-// by node (ConsumerTable, UseMap), and topologicalOrder built on them.
+// by node (ConsumerTable, UseMap, OutputTable), and topologicalOrder built
+// on them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,6 +80,36 @@ TEST_F(GraphTest, ConsumerTableIsASnapshot) {
   EXPECT_TRUE(T.of(*E).empty());
   EXPECT_TRUE(T.of(*D).empty());
   EXPECT_EQ(names(ConsumerTable(G).of(*D)), (Names{"e"}));
+}
+
+TEST_F(GraphTest, OutputTableHasASlotPerOutput) {
+  A->setNumOutputs(1);
+  B->setNumOutputs(3);
+  C->setNumOutputs(0);
+  D->setNumOutputs(2);
+  OutputTable<int> T(G, -1);
+  // Every slot starts at the initial value and is its own.
+  int Next = 0;
+  for (Node *N : {A, B, D})
+    for (unsigned I = 0; I < N->getNumOutputs(); ++I) {
+      ASSERT_NE(T.find(*N, I), nullptr) << N->getName().str() << ':' << I;
+      EXPECT_EQ(*T.find(*N, I), -1);
+      *T.find(*N, I) = Next++;
+    }
+  EXPECT_EQ(*T.find(*A, 0), 0);
+  EXPECT_EQ(*T.find(*B, 2), 3);
+  EXPECT_EQ(*T.find(*D, 1), 5);
+  // No such output, a node without outputs, another graph's node, and a
+  // node created after the table: no slot.
+  EXPECT_EQ(T.find(*B, 3), nullptr);
+  EXPECT_EQ(T.find(*C, 0), nullptr);
+  Graph Other;
+  Node *X = Other.createNode("x", opDef(OpKind::Const));
+  X->setNumOutputs(1);
+  EXPECT_EQ(T.find(*X, 0), nullptr);
+  Node *E = G.createNode("e", opDef(OpKind::Relu));
+  E->setNumOutputs(1);
+  EXPECT_EQ(T.find(*E, 0), nullptr);
 }
 
 TEST_F(GraphTest, TopologicalOrderFollowsEdgesThenGraphOrder) {
