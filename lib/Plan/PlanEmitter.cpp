@@ -492,7 +492,7 @@ Expected<PlanBytes> Emitter::emit() {
     VarIndex.try_emplace(V->getName().str(), int(VarIndex.size()));
   std::vector<flatbuffers::Offset<fb::Variable>> VarOffs;
   uint64_t Fingerprint = mdrt::hashName(Train.getName().str().c_str());
-  std::set<std::string> Done;
+  std::set<std::string> Done, Signature;
   for (const Node *V : VarNodes) {
     std::string Name = V->getName().str();
     if (!Done.insert(Name).second)
@@ -518,10 +518,12 @@ Expected<PlanBytes> Emitter::emit() {
         A.getFloat("init_stddev", 1.0), A.getFloat("init_min", -0.05),
         A.getFloat("init_max", 0.05), Stream, A.getBool("trainable", true),
         MirrorOf));
-    Fingerprint = mdrt::hashName(Name.c_str(), Fingerprint);
-    Fingerprint =
-        mdrt::hashName(V->getOutputType(0).str().c_str(), Fingerprint);
+    Signature.insert(Name + " " + V->getOutputType(0).str());
   }
+  // The variables as a set: the order of the plan's list depends on the
+  // deployment (slots follow the all-reduce buckets), not what they are.
+  for (const std::string &NameAndType : Signature)
+    Fingerprint = mdrt::hashName(NameAndType.c_str(), Fingerprint);
   std::vector<flatbuffers::Offset<fb::Constant>> ConstOffs;
   for (auto &[N, Buf] : ConstNodes)
     ConstOffs.push_back(fb::CreateConstant(

@@ -7,6 +7,7 @@
 #include "mdrt/Executor.h"
 
 #include "mdrt/Cuda.h"
+#include "mdrt/Random.h"
 
 #include <algorithm>
 #include <atomic>
@@ -149,6 +150,10 @@ Status checkProcesses(const fb::Plan &P, const ProcessGroup *Processes,
 struct Executor::Impl {
   const fb::Plan *P = nullptr;
   ExecutorOptions Opts;
+  /// The seed of the kernels' random draws (dropout): the run seed, mixed
+  /// with the replica in the processes of a multi-worker run, whose plans
+  /// number their kernels alike but must not draw the same masks.
+  uint64_t KernelSeed = 0;
   std::vector<std::unique_ptr<Device>> Devices;
   std::vector<uint8_t *> BufPtr;
   std::vector<TensorDesc> BufType;
@@ -389,6 +394,12 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       for (uint32_t B : *K.inputs()) {
         S.Types.push_back(BufType[B]);
         S.CIn.push_back(BufPtr[B]);
+        DType T = BufType[B].Type;
+        if (T != DType::Float32 && T != DType::Float64)
+          return Status::error("all-reduce '" + K.name()->str() + "' sums " +
+                               dtypeName(T) +
+                               " tensors; collectives add float32 and "
+                               "float64 only");
       }
     } else {
       KernelInfo Info;
@@ -434,15 +445,9 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       bool AllGpu = std::all_of(Devs.begin(), Devs.end(), [](Device *D) {
         return D->kind() == DeviceKind::GPU;
       });
-      // The GPU collectives add float32 and float64; other types (which the
-      // compiler's plans never all-reduce) go through the host.
-      bool Floats = true;
-      for (uint32_t K : *C->kernels())
-        for (const TensorDesc &T : Prog.Slots[K].Types)
-          Floats &= T.Type == DType::Float32 || T.Type == DType::Float64;
       // Across processes: this process's sum on the host, then MPI.
       bool CrossProcess = C->replicas() > 1;
-      if (AllGpu && Floats && !CrossProcess)
+      if (AllGpu && !CrossProcess)
         G = createNcclCollective(Devs);
       if (!G)
         G = createHostCollective(unsigned(Devs.size()),
@@ -479,7 +484,8 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       return Status::error("program '" + Prog.Name +
                            "': its all-reduces across processes have no "
                            "device in common, so the processes could run "
-                           "them in different orders");
+                           "them in different orders (mdplan writes no such "
+                           "plan: recompile it)");
   }
   for (Slot &S : Prog.Slots)
     if (S.Kind == SlotKind::Collective && !S.Group)
@@ -520,7 +526,7 @@ void Executor::Impl::execSlot(Program &Prog, Slot &S, Device &Dev,
     C.In = S.In.data();
     C.Out = S.Out.data();
     C.Step = Step;
-    C.Seed = Opts.Seed;
+    C.Seed = KernelSeed;
     C.Stream = Dev.stream();
     S.Impl->run(C);
     break;
@@ -716,6 +722,10 @@ Executor::create(std::shared_ptr<const PlanFile> Plan,
   Impl &I = *E->I;
   I.P = &Plan->plan();
   I.Opts = Opts;
+  I.KernelSeed = Opts.Seed;
+  if (Opts.Processes && Opts.Processes->rank() > 0)
+    I.KernelSeed ^= hashName(
+        ("mdrt.replica." + std::to_string(Opts.Processes->rank())).c_str());
   MDRT_RETURN_IF_ERROR(checkProcesses(*I.P, Opts.Processes, E->Notes));
   MDRT_RETURN_IF_ERROR(I.createDevices(E->Notes));
   for (const fb::Program *FP : *I.P->programs())

@@ -386,13 +386,17 @@ Status Trainer::Impl::resume(int64_t &Step) {
   Step = Header[1];
   Position.Epoch = Header[2];
   Position.Index = Header[3];
+  Status Restored = Status::ok();
   for (size_t I = 0; I < Values.size(); ++I) {
     Values[I].resize(Exec->variables()[I].Type.bytes());
     MDRT_RETURN_IF_ERROR(
         Procs->broadcast(Values[I].data(), Values[I].size(), 0));
-    MDRT_RETURN_IF_ERROR(Exec->writeVariable(I, Values[I].data()));
+    if (Restored.isOk())
+      Restored = Exec->writeVariable(I, Values[I].data());
   }
-  return TrainIt->seek(Position);
+  if (Restored.isOk())
+    Restored = TrainIt->seek(Position);
+  return Procs->agree(Restored);
 }
 
 /// Every process must run the same steps of the same model with the same
@@ -417,12 +421,38 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
   if (const fb::Deployment *D = P.deployment())
     Mix(std::to_string(D->num_clones()) + "/" +
         std::to_string(D->batch_per_clone()) + "/" +
-        std::to_string(D->num_replicas()));
+        std::to_string(D->num_replicas()) + "/" +
+        (D->optimizer() ? D->optimizer()->str() : "") + "/" +
+        std::to_string(D->learning_rate()));
   for (int Prog : {TrainProg, EvalProg}) {
     if (Prog < 0)
       continue;
     const fb::Program &FP = *P.programs()->Get(uint32_t(Prog));
     Mix(std::to_string(FP.batch_size()));
+    // What every kernel computes: its op and attributes, but for the
+    // attributes that name this replica's devices (a transfer's peer).
+    if (FP.devices())
+      for (const fb::DeviceProgram *DP : *FP.devices())
+        if (DP->kernels())
+          for (const fb::Kernel *K : *DP->kernels()) {
+            std::string Sig = K->op()->str();
+            if (K->attrs())
+              for (const fb::Attr *A : *K->attrs()) {
+                if (A->s() && A->s()->str().find("/job:") != std::string::npos)
+                  continue;
+                Sig += " " + A->name()->str() + "=" +
+                       std::to_string(A->i()) + "," + std::to_string(A->f());
+                if (A->s())
+                  Sig += "," + A->s()->str();
+                if (A->ints())
+                  for (int64_t V : *A->ints())
+                    Sig += "," + std::to_string(V);
+                if (A->floats())
+                  for (double V : *A->floats())
+                    Sig += "," + std::to_string(V);
+              }
+            Mix(Sig);
+          }
     // The outputs, which the processes average.
     if (FP.outputs())
       for (const fb::Output *O : *FP.outputs())
@@ -455,6 +485,9 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
       {"plan (compiled from another model or deployment?)", PlanHash},
       {"run length (--steps, --epochs)", uint64_t(Total)},
       {"--seed", Opts.Seed},
+      {"data (--data, --synthetic, --synthetic-examples)",
+       hashName(std::to_string(TrainData->size()).c_str(),
+                uint64_t(EvalData ? EvalData->size() : -1))},
       {"shuffling (--no-shuffle)", Opts.Shuffle},
       {"evaluation (--no-eval, --eval-every, a test split)",
        uint64_t(Opts.Eval) | uint64_t(EvalData != nullptr) << 1 |
@@ -560,6 +593,16 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
     return Status::error("plan '" + Plan->name() + "' has no training program");
   if (Opts.Eval)
     Impl->EvalProg = Impl->Exec->programIndex("eval");
+  // The processes evaluate their shards independently (a process that
+  // fails stops early): an eval program with collectives would not do.
+  if (Impl->EvalProg >= 0) {
+    const fb::Program &FP =
+        *Plan->plan().programs()->Get(uint32_t(Impl->EvalProg));
+    if (FP.collectives() && FP.collectives()->size())
+      return Status::error("plan '" + Plan->name() +
+                           "': its eval program has collectives, which "
+                           "mdrun's evaluation does not run");
+  }
   MDRT_RETURN_IF_ERROR(Impl->Exec->initialize());
   MDRT_RETURN_IF_ERROR(Impl->loadData());
   if (!Opts.MetricsPath.empty() && Impl->isLead()) {

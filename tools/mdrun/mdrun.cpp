@@ -122,6 +122,15 @@ int printCheckpoint(const std::string &Path) {
   return 0;
 }
 
+/// False in the processes an MPI launcher started but the first: before
+/// the processes can agree on errors, the first prints them for all.
+bool firstOfLaunch() {
+  for (const char *Var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char *V = std::getenv(Var))
+      return std::atoi(V) == 0;
+  return true;
+}
+
 /// \p Path with every "{replica}" replaced by \p Replica.
 std::string forReplica(std::string Path, int Replica) {
   const std::string Key = "{replica}";
@@ -133,7 +142,12 @@ std::string forReplica(std::string Path, int Replica) {
 
 } // namespace
 
+static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
+                      ProcessGroup &Procs);
+
 static int mdrunMain(int argc, char **argv) {
+  std::ostream NoErrors(nullptr);
+  std::ostream &Err = firstOfLaunch() ? std::cerr : NoErrors;
   TrainOptions T;
   std::string PlanPath, PrintCheckpoint;
   bool DumpPlan = false, Help = false, Quiet = false, KeepGiven = false;
@@ -241,8 +255,8 @@ static int mdrunMain(int argc, char **argv) {
     std::string Arg = argv[A];
     if (Arg.rfind("--", 0) != 0 || Arg == "--") {
       if (!PlanPath.empty()) {
-        std::cerr << "mdrun: error: more than one plan given ('" << PlanPath
-                  << "' and '" << Arg << "')\n";
+        Err << "mdrun: error: more than one plan given ('" << PlanPath
+            << "' and '" << Arg << "')\n";
         return 2;
       }
       PlanPath = Arg;
@@ -260,24 +274,23 @@ static int mdrunMain(int argc, char **argv) {
       if (Name == O.Name)
         Found = &O;
     if (!Found) {
-      std::cerr << "mdrun: error: unknown option '--" << Name
-                << "' (see --help)\n";
+      Err << "mdrun: error: unknown option '--" << Name << "' (see --help)\n";
       return 2;
     }
     if (Found->Value && !HasValue) {
       if (A + 1 >= argc) {
-        std::cerr << "mdrun: error: --" << Name << " needs a value ("
-                  << Found->Value << ")\n";
+        Err << "mdrun: error: --" << Name << " needs a value (" << Found->Value
+            << ")\n";
         return 2;
       }
       Value = argv[++A];
     } else if (!Found->Value && HasValue) {
-      std::cerr << "mdrun: error: --" << Name << " takes no value\n";
+      Err << "mdrun: error: --" << Name << " takes no value\n";
       return 2;
     }
     if (!Found->Set(Value)) {
-      std::cerr << "mdrun: error: invalid value '" << Value << "' for --"
-                << Name << '\n';
+      Err << "mdrun: error: invalid value '" << Value << "' for --" << Name
+          << '\n';
       return 2;
     }
   }
@@ -288,18 +301,17 @@ static int mdrunMain(int argc, char **argv) {
   if (!PrintCheckpoint.empty())
     return printCheckpoint(PrintCheckpoint);
   if (PlanPath.empty()) {
-    std::cerr << "mdrun: error: no plan given (mdrun PLAN --data=DIR)\n";
+    Err << "mdrun: error: no plan given (mdrun PLAN --data=DIR)\n";
     return 2;
   }
   if (T.Steps > 0 && T.Epochs > 0) {
-    std::cerr << "mdrun: error: give --steps or --epochs, not both\n";
+    Err << "mdrun: error: give --steps or --epochs, not both\n";
     return 2;
   }
   if (T.CheckpointDir.empty() && (T.CheckpointEvery > 0 || KeepGiven)) {
-    std::cerr << "mdrun: error: "
-              << (T.CheckpointEvery > 0 ? "--checkpoint-every"
-                                        : "--keep-checkpoints")
-              << " needs --checkpoint-dir\n";
+    Err << "mdrun: error: "
+        << (T.CheckpointEvery > 0 ? "--checkpoint-every" : "--keep-checkpoints")
+        << " needs --checkpoint-dir\n";
     return 2;
   }
 
@@ -313,21 +325,41 @@ static int mdrunMain(int argc, char **argv) {
     return 0;
   }
 
-  // Under an MPI launcher, this process is one replica of a multi-worker
-  // plan. The processes agree on every error, which replica 0 prints.
   auto Group = createProcessGroup(argc, argv);
   if (!Group.isOk()) {
     std::cerr << "mdrun: error: " << Group.status().message() << '\n';
     return 1;
   }
   std::unique_ptr<ProcessGroup> Procs = Group.take();
-  int Rank = Procs->rank();
+  if (Procs->size() == 1)
+    return runReplica(PlanPath, T, Quiet, *Procs);
+  // Anything thrown in one of several processes would leave the others
+  // waiting for it in a collective: stop them all.
+  try {
+    return runReplica(PlanPath, T, Quiet, *Procs);
+  } catch (const std::exception &E) {
+    std::cerr << "mdrun: error: replica " << Procs->rank()
+              << ": internal error: " << E.what() << '\n';
+  } catch (...) {
+    std::cerr << "mdrun: error: replica " << Procs->rank()
+              << ": internal error: unknown exception\n";
+  }
+  Procs->abort(1);
+  return 1;
+}
+
+/// Trains as this process's replica: under an MPI launcher, one replica of
+/// a multi-worker plan. The processes agree on every error, which replica
+/// 0 prints.
+static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
+                      ProcessGroup &Procs) {
+  int Rank = Procs.rank();
   auto Fail = [&](const Status &S) {
     if (Rank == 0)
       std::cerr << "mdrun: error: " << S.message() << '\n';
     return 1;
   };
-  T.Exec.Processes = Procs.get();
+  T.Exec.Processes = &Procs;
   if (!T.TracePath.empty()) {
     // One trace per process with {replica} in the path, else replica 0's.
     std::string Traced = forReplica(T.TracePath, Rank);
@@ -335,7 +367,7 @@ static int mdrunMain(int argc, char **argv) {
   }
 
   auto Plan = PlanFile::load(forReplica(PlanPath, Rank));
-  if (Status S = Procs->agree(Plan.isOk() ? Status::ok() : Plan.status()); S)
+  if (Status S = Procs.agree(Plan.isOk() ? Status::ok() : Plan.status()); S)
     return Fail(S);
   std::shared_ptr<const PlanFile> P = Plan.take();
   std::ostream Null(nullptr);
@@ -345,7 +377,7 @@ static int mdrunMain(int argc, char **argv) {
   if (Rank != 0)
     T.Progress = 0;
   auto Trainer = Trainer::create(P, T, Log);
-  if (Status S = Procs->agree(Trainer.isOk() ? Status::ok() : Trainer.status());
+  if (Status S = Procs.agree(Trainer.isOk() ? Status::ok() : Trainer.status());
       S)
     return Fail(S);
   TrainResult R;

@@ -6,7 +6,9 @@
 //
 // MPI_COMM_WORLD as a ProcessGroup. The group works on its own duplicate of
 // the world communicator, with MPI_ERRORS_RETURN so that failures become
-// messages, and serializes its calls (MPI_THREAD_SERIALIZED is enough).
+// messages, and serializes its calls (MPI_THREAD_SERIALIZED is enough). A
+// collective that fails stops every process (MPI_Abort) after printing why:
+// the others may be waiting in it.
 //
 // allReduceSum is a reduce-scatter and an all-gather: the buffer is cut into
 // one chunk per rank; MPI_Alltoallv gives rank r every rank's chunk r,
@@ -100,9 +102,9 @@ public:
     uint8_t *P = static_cast<uint8_t *>(Buf);
     for (size_t Off = 0; Off < Bytes; Off += MaxPieceBytes)
       MDRT_RETURN_IF_ERROR(
-          check(MPI_Bcast(P + Off, int(std::min(MaxPieceBytes, Bytes - Off)),
-                          MPI_BYTE, Root, Comm),
-                "MPI_Bcast"));
+          comm(MPI_Bcast(P + Off, int(std::min(MaxPieceBytes, Bytes - Off)),
+                         MPI_BYTE, Root, Comm),
+               "MPI_Bcast"));
     return Status::ok();
   }
 
@@ -111,9 +113,9 @@ public:
       return Status::error("all-gather of " + std::to_string(Bytes) +
                            " bytes per process is too large");
     std::lock_guard<std::mutex> L(M);
-    return check(MPI_Allgather(Local, int(Bytes), MPI_BYTE, All, int(Bytes),
-                               MPI_BYTE, Comm),
-                 "MPI_Allgather");
+    return comm(MPI_Allgather(Local, int(Bytes), MPI_BYTE, All, int(Bytes),
+                              MPI_BYTE, Comm),
+                "MPI_Allgather");
   }
 
   [[noreturn]] void abort(int Code) override {
@@ -124,14 +126,27 @@ public:
   }
 
 private:
+  /// A failed collective leaves the processes out of step, some of them
+  /// waiting for the others: every process of the run stops, with the
+  /// error of this one.
+  Status comm(int Code, const char *What) {
+    Status S = check(Code, What);
+    if (S.isOk())
+      return S;
+    std::fprintf(stderr,
+                 "error: replica %d: %s; stopping every process\n",
+                 rank(), S.message().c_str());
+    abort(1);
+  }
+
   /// MPI_Allreduce of at most MaxPieceBytes, for two processes.
   Status reduceTwo(DType Type, uint8_t *Buf, size_t Count) {
     MPI_Datatype T = Type == DType::Float32   ? MPI_FLOAT
                      : Type == DType::Float64 ? MPI_DOUBLE
                      : Type == DType::Int32   ? MPI_INT32_T
                                               : MPI_INT64_T;
-    return check(MPI_Allreduce(MPI_IN_PLACE, Buf, int(Count), T, MPI_SUM, Comm),
-                 "MPI_Allreduce");
+    return comm(MPI_Allreduce(MPI_IN_PLACE, Buf, int(Count), T, MPI_SUM, Comm),
+                "MPI_Allreduce");
   }
 
   /// One reduce-scatter and all-gather of at most MaxPieceBytes.
@@ -153,17 +168,17 @@ private:
     for (int R = 0; R < W; ++R)
       MineDispls[size_t(R)] = int(size_t(R) * Mine);
     MDRT_RETURN_IF_ERROR(
-        check(MPI_Alltoallv(Buf, Counts.data(), Displs.data(), MPI_BYTE,
-                            Scratch.data(), MineCounts.data(),
-                            MineDispls.data(), MPI_BYTE, Comm),
-              "MPI_Alltoallv"));
+        comm(MPI_Alltoallv(Buf, Counts.data(), Displs.data(), MPI_BYTE,
+                           Scratch.data(), MineCounts.data(), MineDispls.data(),
+                           MPI_BYTE, Comm),
+             "MPI_Alltoallv"));
     std::vector<const void *> Src;
     for (int R = 0; R < W; ++R)
       Src.push_back(Scratch.data() + size_t(R) * Mine);
     sumInOrder(Type, Src.data(), Src.size(), Buf + Begin * Elt, End - Begin);
-    return check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, Buf,
-                                Counts.data(), Displs.data(), MPI_BYTE, Comm),
-                 "MPI_Allgatherv");
+    return comm(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, Buf,
+                               Counts.data(), Displs.data(), MPI_BYTE, Comm),
+                "MPI_Allgatherv");
   }
 
   MPI_Comm Comm;

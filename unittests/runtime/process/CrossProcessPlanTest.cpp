@@ -11,10 +11,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "mdrt/Executor.h"
+#include "mdrt/Trainer.h"
 
 #include "gtest/gtest.h"
 
 #include <algorithm>
+#include <sstream>
 
 using namespace mdrt;
 
@@ -142,5 +144,165 @@ TEST(CrossProcessPlanTest, CollectivesShareADevice) {
   S.FirstDevices = {0};
   EXPECT_EQ(create(S, 2, 0),
             "program 'train': its all-reduces across processes have no device "
-            "in common, so the processes could run them in different orders");
+            "in common, so the processes could run them in different orders "
+            "(mdplan writes no such plan: recompile it)");
+}
+
+namespace {
+
+/// One CPU, a Dropout kernel of rate 0.5 on an input of 64 ones, its mask
+/// an output; a mirrored deployment of \p Replicas, replica \p Replica.
+std::shared_ptr<const PlanFile> dropoutPlan(int Replica, int Replicas) {
+  flatbuffers::FlatBufferBuilder FB;
+  std::string Task = "/job:worker/replica:0/task:" + std::to_string(Replica);
+  std::vector<flatbuffers::Offset<fb::Device>> Devices = {
+      fb::CreateDeviceDirect(FB, (Task + "/device:CPU:0").c_str(),
+                             fb::DeviceKind::CPU, "worker", 0, Replica, 0,
+                             /*arena_bytes=*/768, /*persistent_bytes=*/0)};
+  std::vector<int64_t> Shape = {64};
+  std::vector<flatbuffers::Offset<fb::Buffer>> Buffers;
+  for (const char *Name : {"x", "y", "mask"})
+    Buffers.push_back(fb::CreateBufferDirect(
+        FB, Name, 0, fb::DType::Float32, &Shape, 256 * Buffers.size(), 256));
+  std::vector<flatbuffers::Offset<fb::Attr>> Attrs = {
+      fb::CreateAttrDirect(FB, "rate", fb::AttrKind::Float, 0, 0.5)};
+  std::vector<uint32_t> In = {0}, Out = {1, 2};
+  std::vector<flatbuffers::Offset<fb::Kernel>> Kernels = {
+      fb::CreateKernelDirect(FB, "dropout", "Dropout", &Attrs, &In, &Out)};
+  std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs = {
+      fb::CreateDeviceProgramDirect(FB, 0, &Kernels, 768, 768, "naive")};
+  std::vector<flatbuffers::Offset<fb::InputBinding>> Inputs = {
+      fb::CreateInputBindingDirect(FB, "x", "x", 0)};
+  std::vector<flatbuffers::Offset<fb::Output>> Outputs = {
+      fb::CreateOutputDirect(FB, "mask", fb::OutputKind::Metric, 2)};
+  std::vector<flatbuffers::Offset<fb::Program>> Progs = {
+      fb::CreateProgramDirect(FB, "train", 64, &DevProgs, &Inputs, &Outputs)};
+  auto Dep = fb::CreateDeploymentDirect(FB, "mirrored", 1, true, Replica,
+                                        Replicas, 0, 64, "sgd", 0.1);
+  auto Root =
+      fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, Dep, &Devices,
+                           &Buffers, nullptr, nullptr, &Progs);
+  fb::FinishPlanBuffer(FB, Root);
+  auto P = PlanFile::fromBytes(
+      std::vector<uint8_t>(FB.GetBufferPointer(),
+                           FB.GetBufferPointer() + FB.GetSize()),
+      "dropout.mdp");
+  EXPECT_TRUE(P.isOk()) << P.status().message();
+  return P.isOk() ? std::shared_ptr<const PlanFile>(P.take()) : nullptr;
+}
+
+/// The mask of one step of dropoutPlan, run by \p Procs (null: alone).
+std::vector<double> maskOf(int Replica, int Replicas, ProcessGroup *Procs) {
+  ExecutorOptions O;
+  O.Threads = 1;
+  O.Seed = 5;
+  O.Processes = Procs;
+  auto E = Executor::create(dropoutPlan(Replica, Replicas), O);
+  if (!E.isOk()) {
+    ADD_FAILURE() << E.status().message();
+    return {};
+  }
+  std::fill_n(static_cast<float *>((*E)->inputs(0)[0].Host), 64, 1.0f);
+  EXPECT_TRUE((*E)->run(0, 3).isOk());
+  std::vector<OutputValue> Out;
+  EXPECT_TRUE((*E)->readOutputs(0, Out).isOk());
+  return Out.empty() ? std::vector<double>() : Out[0].Values;
+}
+
+} // namespace
+
+/// Every replica's plan numbers its kernels alike; their dropout masks must
+/// still differ (each replica's rows are other examples), and replica 0's
+/// are a lone process's.
+TEST(CrossProcessPlanTest, DropoutMasksDifferPerReplica) {
+  auto Groups = createThreadProcessGroups(2);
+  std::vector<double> Alone = maskOf(0, 1, nullptr);
+  std::vector<double> R0 = maskOf(0, 2, Groups[0].get());
+  std::vector<double> R1 = maskOf(1, 2, Groups[1].get());
+  ASSERT_EQ(Alone.size(), 64u);
+  EXPECT_EQ(R0, Alone);
+  EXPECT_NE(R1, R0);
+  // Still a dropout mask of rate 0.5: zeros and twos.
+  for (double V : R1)
+    EXPECT_TRUE(V == 0.0 || V == 2.0) << V;
+}
+
+TEST(CrossProcessPlanTest, CollectivesAddFloats) {
+  // An int64 all-reduce (mdplan writes none) is refused, not misread.
+  flatbuffers::FlatBufferBuilder FB;
+  std::vector<flatbuffers::Offset<fb::Device>> Devices = {
+      fb::CreateDeviceDirect(FB, "/job:worker/replica:0/task:0/device:CPU:0",
+                             fb::DeviceKind::CPU, "worker", 0, 0, 0, 128, 0)};
+  std::vector<int64_t> Shape = {2};
+  std::vector<flatbuffers::Offset<fb::Buffer>> Buffers = {
+      fb::CreateBufferDirect(FB, "a", 0, fb::DType::Int64, &Shape, 0, 16),
+      fb::CreateBufferDirect(FB, "s", 0, fb::DType::Int64, &Shape, 64, 16)};
+  std::vector<uint32_t> In = {0}, Out = {1}, Devs = {0}, Ks = {0};
+  std::vector<flatbuffers::Offset<fb::Kernel>> Kernels = {
+      fb::CreateKernelDirect(FB, "sum", "AllReduce", nullptr, &In, &Out)};
+  std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs = {
+      fb::CreateDeviceProgramDirect(FB, 0, &Kernels, 128, 128, "naive")};
+  std::vector<flatbuffers::Offset<fb::Collective>> Colls = {
+      fb::CreateCollectiveDirect(FB, "gradients", 0, &Devs, &Ks, 1)};
+  std::vector<flatbuffers::Offset<fb::Program>> Progs = {
+      fb::CreateProgramDirect(FB, "train", 1, &DevProgs, nullptr, nullptr,
+                              &Colls)};
+  auto Root =
+      fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, 0, &Devices,
+                           &Buffers, nullptr, nullptr, &Progs);
+  fb::FinishPlanBuffer(FB, Root);
+  auto P = PlanFile::fromBytes(
+      std::vector<uint8_t>(FB.GetBufferPointer(),
+                           FB.GetBufferPointer() + FB.GetSize()),
+      "ints.mdp");
+  ASSERT_TRUE(P.isOk()) << P.status().message();
+  ExecutorOptions O;
+  O.Threads = 1;
+  auto E = Executor::create(std::shared_ptr<const PlanFile>(P.take()), O);
+  ASSERT_FALSE(E.isOk());
+  EXPECT_EQ(E.status().message(), "all-reduce 'sum' sums int64 tensors; "
+                                  "collectives add float32 and float64 only");
+}
+
+TEST(CrossProcessPlanTest, EvaluationHasNoCollectives) {
+  // Each process evaluates its shard alone, so the trainer refuses an eval
+  // program with collectives (mdplan's have none).
+  flatbuffers::FlatBufferBuilder FB;
+  std::vector<flatbuffers::Offset<fb::Device>> Devices = {
+      fb::CreateDeviceDirect(FB, "/job:worker/replica:0/task:0/device:CPU:0",
+                             fb::DeviceKind::CPU, "worker", 0, 0, 0, 128, 0)};
+  std::vector<int64_t> Shape = {2};
+  std::vector<flatbuffers::Offset<fb::Buffer>> Buffers = {
+      fb::CreateBufferDirect(FB, "a", 0, fb::DType::Float32, &Shape, 0, 8),
+      fb::CreateBufferDirect(FB, "s", 0, fb::DType::Float32, &Shape, 64, 8)};
+  std::vector<flatbuffers::Offset<fb::Program>> Progs;
+  for (const char *Name : {"train", "eval"}) {
+    std::vector<uint32_t> In = {0}, Out = {1}, Devs = {0}, Ks = {0};
+    std::vector<flatbuffers::Offset<fb::Kernel>> Kernels = {
+        fb::CreateKernelDirect(FB, "sum", "AllReduce", nullptr, &In, &Out)};
+    std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs = {
+        fb::CreateDeviceProgramDirect(FB, 0, &Kernels, 128, 128, "naive")};
+    std::vector<flatbuffers::Offset<fb::Collective>> Colls = {
+        fb::CreateCollectiveDirect(FB, "gradients", 0, &Devs, &Ks, 1)};
+    Progs.push_back(fb::CreateProgramDirect(FB, Name, 1, &DevProgs, nullptr,
+                                            nullptr, &Colls));
+  }
+  auto Root =
+      fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, 0, &Devices,
+                           &Buffers, nullptr, nullptr, &Progs);
+  fb::FinishPlanBuffer(FB, Root);
+  auto P = PlanFile::fromBytes(
+      std::vector<uint8_t>(FB.GetBufferPointer(),
+                           FB.GetBufferPointer() + FB.GetSize()),
+      "evalsum.mdp");
+  ASSERT_TRUE(P.isOk()) << P.status().message();
+  TrainOptions O;
+  O.Synthetic = true;
+  O.Exec.Threads = 1;
+  std::ostringstream Log;
+  auto T = Trainer::create(std::shared_ptr<const PlanFile>(P.take()), O, Log);
+  ASSERT_FALSE(T.isOk());
+  EXPECT_EQ(T.status().message(), "plan 'evalsum.mdp': its eval program has "
+                                  "collectives, which mdrun's evaluation "
+                                  "does not run");
 }
