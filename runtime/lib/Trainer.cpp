@@ -440,8 +440,8 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
               for (const fb::Attr *A : *K->attrs()) {
                 if (A->s() && A->s()->str().find("/job:") != std::string::npos)
                   continue;
-                Sig += " " + A->name()->str() + "=" +
-                       std::to_string(A->i()) + "," + std::to_string(A->f());
+                Sig += " " + A->name()->str() + "=" + std::to_string(A->i()) +
+                       "," + std::to_string(A->f());
                 if (A->s())
                   Sig += "," + A->s()->str();
                 if (A->ints())

@@ -133,8 +133,7 @@ private:
     Status S = check(Code, What);
     if (S.isOk())
       return S;
-    std::fprintf(stderr,
-                 "error: replica %d: %s; stopping every process\n",
+    std::fprintf(stderr, "error: replica %d: %s; stopping every process\n",
                  rank(), S.message().c_str());
     abort(1);
   }
