@@ -9,6 +9,12 @@
 // with the plan's eval program, a metrics file, a Chrome trace of a few
 // steps, and checkpoints every N steps with exact resume.
 //
+// In the processes of a multi-worker run (Opts.Exec.Processes), each
+// process trains and evaluates on its shard of every global batch; the
+// logged losses and the evaluation are over all of them; replica 0 writes
+// the log, metrics and checkpoints and hands a resumed checkpoint to the
+// others; every error is agreed on, so that all processes return it.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MDRT_TRAINER_H
