@@ -39,7 +39,6 @@ if config.have_cuda:
     except (OSError, subprocess.SubprocessError):
         pass
 if config.have_mpi and shutil.which("mpirun"):
-    config.available_features.add("mpi")
     # Open MPI refuses root without these; more ranks than cores is fine
     # for tests; no single-copy shared memory (ptrace is often forbidden in
     # containers).
@@ -52,6 +51,19 @@ if config.have_mpi and shutil.which("mpirun"):
         if var in os.environ:
             config.environment[var] = os.environ[var]
     config.substitutions.append(("%mpirun", "mpirun"))
+    # The tests need a launcher that can start two processes here.
+    try:
+        probe = subprocess.run(["mpirun", "-n", "2", "true"],
+                               capture_output=True, timeout=60,
+                               env=dict(os.environ, **config.environment))
+        if probe.returncode == 0:
+            config.available_features.add("mpi")
+        else:
+            lit_config.warning("mpirun cannot start two processes here; "
+                               "the MPI tests are skipped: " +
+                               probe.stderr.decode(errors="replace")[-300:])
+    except (OSError, subprocess.SubprocessError) as e:
+        lit_config.warning("mpirun failed (%s); the MPI tests are skipped" % e)
 if os.path.isdir("/usr/share/datasets/fashion-mnist"):
     config.available_features.add("fashion-mnist")
 try:
