@@ -38,6 +38,8 @@ if config.have_cuda:
                 config.available_features.add("compute-sanitizer")
     except (OSError, subprocess.SubprocessError):
         pass
+if config.have_mpi:
+    config.available_features.add("mpi-build")
 if config.have_mpi and shutil.which("mpirun"):
     # Open MPI refuses root without these; more ranks than cores is fine
     # for tests; no single-copy shared memory (ptrace is often forbidden in
