@@ -229,6 +229,13 @@ int launchedProcesses() {
 
 } // namespace
 
+int mdrt::launcherRank() {
+  for (const char *Var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char *V = std::getenv(Var))
+      return std::atoi(V);
+  return -1;
+}
+
 std::unique_ptr<ProcessGroup> mdrt::createSingleProcessGroup() {
   return std::make_unique<SingleProcessGroup>();
 }

@@ -472,10 +472,9 @@ static Error runTool(SourceMgr &SM) {
 
   // With {replica} in the output path and no --replica-id, every replica's
   // output, one path each; else this replica's.
-  const std::string Key = "{replica}";
   std::vector<int> Replicas = {Config.ReplicaId};
-  if (OutputFile.find(Key) != std::string::npos &&
-      !ReplicaId.getNumOccurrences()) {
+  bool PerReplica = mdrt::replicaPath(OutputFile, 0) != OutputFile;
+  if (PerReplica && !ReplicaId.getNumOccurrences()) {
     Replicas.clear();
     for (int R = 0; R < Config.NumReplicas; ++R)
       Replicas.push_back(R);
@@ -483,10 +482,7 @@ static Error runTool(SourceMgr &SM) {
   for (size_t I = 0; I < Replicas.size(); ++I) {
     DeploymentConfig C = Config;
     C.ReplicaId = Replicas[I];
-    std::string Path = OutputFile;
-    for (size_t At = Path.find(Key); At != std::string::npos;
-         At = Path.find(Key, At))
-      Path.replace(At, Key.size(), std::to_string(C.ReplicaId));
+    std::string Path = mdrt::replicaPath(OutputFile, C.ReplicaId);
     // The last replica takes the graph as read; the others a copy.
     std::unique_ptr<Graph> Model =
         I + 1 == Replicas.size() ? std::move(*G) : (*G)->clone();

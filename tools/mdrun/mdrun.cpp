@@ -122,24 +122,6 @@ int printCheckpoint(const std::string &Path) {
   return 0;
 }
 
-/// False in the processes an MPI launcher started but the first: before
-/// the processes can agree on errors, the first prints them for all.
-bool firstOfLaunch() {
-  for (const char *Var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char *V = std::getenv(Var))
-      return std::atoi(V) == 0;
-  return true;
-}
-
-/// \p Path with every "{replica}" replaced by \p Replica.
-std::string forReplica(std::string Path, int Replica) {
-  const std::string Key = "{replica}";
-  for (size_t At = Path.find(Key); At != std::string::npos;
-       At = Path.find(Key, At))
-    Path.replace(At, Key.size(), std::to_string(Replica));
-  return Path;
-}
-
 } // namespace
 
 static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
@@ -147,7 +129,9 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
 
 static int mdrunMain(int argc, char **argv) {
   std::ostream NoErrors(nullptr);
-  std::ostream &Err = firstOfLaunch() ? std::cerr : NoErrors;
+  // Before the processes can agree on errors, the first of a launch prints
+  // them for all.
+  std::ostream &Err = launcherRank() <= 0 ? std::cerr : NoErrors;
   TrainOptions T;
   std::string PlanPath, PrintCheckpoint;
   bool DumpPlan = false, Help = false, Quiet = false, KeepGiven = false;
@@ -316,7 +300,7 @@ static int mdrunMain(int argc, char **argv) {
   }
 
   if (DumpPlan) {
-    auto Plan = PlanFile::load(forReplica(PlanPath, 0));
+    auto Plan = PlanFile::load(replicaPath(PlanPath, 0));
     if (!Plan.isOk()) {
       std::cerr << "mdrun: error: " << Plan.status().message() << '\n';
       return 1;
@@ -362,11 +346,11 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
   T.Exec.Processes = &Procs;
   if (!T.TracePath.empty()) {
     // One trace per process with {replica} in the path, else replica 0's.
-    std::string Traced = forReplica(T.TracePath, Rank);
+    std::string Traced = replicaPath(T.TracePath, Rank);
     T.TracePath = Rank == 0 || Traced != T.TracePath ? Traced : "";
   }
 
-  auto Plan = PlanFile::load(forReplica(PlanPath, Rank));
+  auto Plan = PlanFile::load(replicaPath(PlanPath, Rank));
   if (Status S = Procs.agree(Plan.isOk() ? Status::ok() : Plan.status()); S)
     return Fail(S);
   std::shared_ptr<const PlanFile> P = Plan.take();

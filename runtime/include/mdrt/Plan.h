@@ -66,6 +66,10 @@ void printPlanText(const fb::Plan &P, std::ostream &OS);
 /// "1.5 MiB" style.
 std::string formatBytes(uint64_t Bytes);
 
+/// \p Path with every "{replica}" replaced by \p Replica: the paths of the
+/// plans (and traces) of a multi-worker run, one per replica.
+std::string replicaPath(std::string Path, int Replica);
+
 } // namespace mdrt
 
 #endif // MDRT_PLAN_H

@@ -97,6 +97,10 @@ std::vector<std::unique_ptr<ProcessGroup>> createThreadProcessGroups(int Size);
 /// True when the runtime was built with MPI.
 bool haveMpi();
 
+/// The rank an MPI launcher gave this process (from its environment, before
+/// MPI starts), or -1 when no launcher started it.
+int launcherRank();
+
 /// `Dst[E] = Src[0][E] + Src[1][E] + ...`, added left to right, for
 /// \p Count elements of \p Type: the order every cross-process sum uses.
 void sumInOrder(DType Type, const void *const *Src, size_t NumSrc, void *Dst,

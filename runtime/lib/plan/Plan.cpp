@@ -445,3 +445,12 @@ const fb::Program *PlanFile::program(const std::string &Name) const {
       return P;
   return nullptr;
 }
+
+std::string mdrt::replicaPath(std::string Path, int Replica) {
+  const std::string Key = "{replica}";
+  std::string Id = std::to_string(Replica);
+  for (size_t At = Path.find(Key); At != std::string::npos;
+       At = Path.find(Key, At + Id.size()))
+    Path.replace(At, Key.size(), Id);
+  return Path;
+}

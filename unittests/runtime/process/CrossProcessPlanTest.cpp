@@ -22,6 +22,27 @@ using namespace mdrt;
 
 namespace {
 
+/// Finishes the plan of \p Devices, \p Buffers and \p Progs (and \p Dep,
+/// when not null) and loads it as \p Name; null, with a test failure, when
+/// it does not verify.
+std::shared_ptr<const PlanFile>
+finishPlan(flatbuffers::FlatBufferBuilder &FB,
+           const std::vector<flatbuffers::Offset<fb::Device>> &Devices,
+           const std::vector<flatbuffers::Offset<fb::Buffer>> &Buffers,
+           const std::vector<flatbuffers::Offset<fb::Program>> &Progs,
+           flatbuffers::Offset<fb::Deployment> Dep, const char *Name) {
+  auto Root =
+      fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, Dep, &Devices,
+                           &Buffers, nullptr, nullptr, &Progs);
+  fb::FinishPlanBuffer(FB, Root);
+  auto P = PlanFile::fromBytes(
+      std::vector<uint8_t>(FB.GetBufferPointer(),
+                           FB.GetBufferPointer() + FB.GetSize()),
+      Name);
+  EXPECT_TRUE(P.isOk()) << P.status().message();
+  return P.isOk() ? std::shared_ptr<const PlanFile>(P.take()) : nullptr;
+}
+
 struct Spec {
   int ReplicaId = 0;
   int NumReplicas = 2;
@@ -88,16 +109,7 @@ std::shared_ptr<const PlanFile> buildPlan(const Spec &S) {
                               &Colls)};
   auto Dep = fb::CreateDeploymentDirect(FB, "mirrored", 2, true, S.ReplicaId,
                                         S.NumReplicas, 0, 1, "sgd", 0.1);
-  auto Root =
-      fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, Dep, &Devices,
-                           &Buffers, nullptr, nullptr, &Progs);
-  fb::FinishPlanBuffer(FB, Root);
-  auto P = PlanFile::fromBytes(
-      std::vector<uint8_t>(FB.GetBufferPointer(),
-                           FB.GetBufferPointer() + FB.GetSize()),
-      "test.mdp");
-  EXPECT_TRUE(P.isOk()) << P.status().message();
-  return P.isOk() ? std::shared_ptr<const PlanFile>(P.take()) : nullptr;
+  return finishPlan(FB, Devices, Buffers, Progs, Dep, "test.mdp");
 }
 
 /// The executor's error for \p S run as rank \p Rank of \p Procs processes
@@ -179,16 +191,7 @@ std::shared_ptr<const PlanFile> dropoutPlan(int Replica, int Replicas) {
       fb::CreateProgramDirect(FB, "train", 64, &DevProgs, &Inputs, &Outputs)};
   auto Dep = fb::CreateDeploymentDirect(FB, "mirrored", 1, true, Replica,
                                         Replicas, 0, 64, "sgd", 0.1);
-  auto Root =
-      fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, Dep, &Devices,
-                           &Buffers, nullptr, nullptr, &Progs);
-  fb::FinishPlanBuffer(FB, Root);
-  auto P = PlanFile::fromBytes(
-      std::vector<uint8_t>(FB.GetBufferPointer(),
-                           FB.GetBufferPointer() + FB.GetSize()),
-      "dropout.mdp");
-  EXPECT_TRUE(P.isOk()) << P.status().message();
-  return P.isOk() ? std::shared_ptr<const PlanFile>(P.take()) : nullptr;
+  return finishPlan(FB, Devices, Buffers, Progs, Dep, "dropout.mdp");
 }
 
 /// The mask of one step of dropoutPlan, run by \p Procs (null: alone).
@@ -227,38 +230,42 @@ TEST(CrossProcessPlanTest, DropoutMasksDifferPerReplica) {
     EXPECT_TRUE(V == 0.0 || V == 2.0) << V;
 }
 
-TEST(CrossProcessPlanTest, CollectivesAddFloats) {
-  // An int64 all-reduce (mdplan writes none) is refused, not misread.
+/// One CPU and, in each program of \p Programs, one AllReduce ("sum") of a
+/// tensor of two \p Type elements.
+std::shared_ptr<const PlanFile>
+sumPlan(fb::DType Type, std::initializer_list<const char *> Programs,
+        const char *Name) {
   flatbuffers::FlatBufferBuilder FB;
   std::vector<flatbuffers::Offset<fb::Device>> Devices = {
       fb::CreateDeviceDirect(FB, "/job:worker/replica:0/task:0/device:CPU:0",
                              fb::DeviceKind::CPU, "worker", 0, 0, 0, 128, 0)};
   std::vector<int64_t> Shape = {2};
+  uint64_t Bytes = 2 * dtypeSize(DType(Type));
   std::vector<flatbuffers::Offset<fb::Buffer>> Buffers = {
-      fb::CreateBufferDirect(FB, "a", 0, fb::DType::Int64, &Shape, 0, 16),
-      fb::CreateBufferDirect(FB, "s", 0, fb::DType::Int64, &Shape, 64, 16)};
-  std::vector<uint32_t> In = {0}, Out = {1}, Devs = {0}, Ks = {0};
-  std::vector<flatbuffers::Offset<fb::Kernel>> Kernels = {
-      fb::CreateKernelDirect(FB, "sum", "AllReduce", nullptr, &In, &Out)};
-  std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs = {
-      fb::CreateDeviceProgramDirect(FB, 0, &Kernels, 128, 128, "naive")};
-  std::vector<flatbuffers::Offset<fb::Collective>> Colls = {
-      fb::CreateCollectiveDirect(FB, "gradients", 0, &Devs, &Ks, 1)};
-  std::vector<flatbuffers::Offset<fb::Program>> Progs = {
-      fb::CreateProgramDirect(FB, "train", 1, &DevProgs, nullptr, nullptr,
-                              &Colls)};
-  auto Root =
-      fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, 0, &Devices,
-                           &Buffers, nullptr, nullptr, &Progs);
-  fb::FinishPlanBuffer(FB, Root);
-  auto P = PlanFile::fromBytes(
-      std::vector<uint8_t>(FB.GetBufferPointer(),
-                           FB.GetBufferPointer() + FB.GetSize()),
-      "ints.mdp");
-  ASSERT_TRUE(P.isOk()) << P.status().message();
+      fb::CreateBufferDirect(FB, "a", 0, Type, &Shape, 0, Bytes),
+      fb::CreateBufferDirect(FB, "s", 0, Type, &Shape, 64, Bytes)};
+  std::vector<flatbuffers::Offset<fb::Program>> Progs;
+  for (const char *Prog : Programs) {
+    std::vector<uint32_t> In = {0}, Out = {1}, Devs = {0}, Ks = {0};
+    std::vector<flatbuffers::Offset<fb::Kernel>> Kernels = {
+        fb::CreateKernelDirect(FB, "sum", "AllReduce", nullptr, &In, &Out)};
+    std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs = {
+        fb::CreateDeviceProgramDirect(FB, 0, &Kernels, 128, 128, "naive")};
+    std::vector<flatbuffers::Offset<fb::Collective>> Colls = {
+        fb::CreateCollectiveDirect(FB, "gradients", 0, &Devs, &Ks, 1)};
+    Progs.push_back(fb::CreateProgramDirect(FB, Prog, 1, &DevProgs, nullptr,
+                                            nullptr, &Colls));
+  }
+  return finishPlan(FB, Devices, Buffers, Progs, 0, Name);
+}
+
+TEST(CrossProcessPlanTest, CollectivesAddFloats) {
+  // An int64 all-reduce (mdplan writes none) is refused, not misread.
+  auto P = sumPlan(fb::DType::Int64, {"train"}, "ints.mdp");
+  ASSERT_TRUE(P);
   ExecutorOptions O;
   O.Threads = 1;
-  auto E = Executor::create(std::shared_ptr<const PlanFile>(P.take()), O);
+  auto E = Executor::create(P, O);
   ASSERT_FALSE(E.isOk());
   EXPECT_EQ(E.status().message(), "all-reduce 'sum' sums int64 tensors; "
                                   "collectives add float32 and float64 only");
@@ -267,40 +274,13 @@ TEST(CrossProcessPlanTest, CollectivesAddFloats) {
 TEST(CrossProcessPlanTest, EvaluationHasNoCollectives) {
   // Each process evaluates its shard alone, so the trainer refuses an eval
   // program with collectives (mdplan's have none).
-  flatbuffers::FlatBufferBuilder FB;
-  std::vector<flatbuffers::Offset<fb::Device>> Devices = {
-      fb::CreateDeviceDirect(FB, "/job:worker/replica:0/task:0/device:CPU:0",
-                             fb::DeviceKind::CPU, "worker", 0, 0, 0, 128, 0)};
-  std::vector<int64_t> Shape = {2};
-  std::vector<flatbuffers::Offset<fb::Buffer>> Buffers = {
-      fb::CreateBufferDirect(FB, "a", 0, fb::DType::Float32, &Shape, 0, 8),
-      fb::CreateBufferDirect(FB, "s", 0, fb::DType::Float32, &Shape, 64, 8)};
-  std::vector<flatbuffers::Offset<fb::Program>> Progs;
-  for (const char *Name : {"train", "eval"}) {
-    std::vector<uint32_t> In = {0}, Out = {1}, Devs = {0}, Ks = {0};
-    std::vector<flatbuffers::Offset<fb::Kernel>> Kernels = {
-        fb::CreateKernelDirect(FB, "sum", "AllReduce", nullptr, &In, &Out)};
-    std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs = {
-        fb::CreateDeviceProgramDirect(FB, 0, &Kernels, 128, 128, "naive")};
-    std::vector<flatbuffers::Offset<fb::Collective>> Colls = {
-        fb::CreateCollectiveDirect(FB, "gradients", 0, &Devs, &Ks, 1)};
-    Progs.push_back(fb::CreateProgramDirect(FB, Name, 1, &DevProgs, nullptr,
-                                            nullptr, &Colls));
-  }
-  auto Root =
-      fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, 0, &Devices,
-                           &Buffers, nullptr, nullptr, &Progs);
-  fb::FinishPlanBuffer(FB, Root);
-  auto P = PlanFile::fromBytes(
-      std::vector<uint8_t>(FB.GetBufferPointer(),
-                           FB.GetBufferPointer() + FB.GetSize()),
-      "evalsum.mdp");
-  ASSERT_TRUE(P.isOk()) << P.status().message();
+  auto P = sumPlan(fb::DType::Float32, {"train", "eval"}, "evalsum.mdp");
+  ASSERT_TRUE(P);
   TrainOptions O;
   O.Synthetic = true;
   O.Exec.Threads = 1;
   std::ostringstream Log;
-  auto T = Trainer::create(std::shared_ptr<const PlanFile>(P.take()), O, Log);
+  auto T = Trainer::create(P, O, Log);
   ASSERT_FALSE(T.isOk());
   EXPECT_EQ(T.status().message(), "plan 'evalsum.mdp': its eval program has "
                                   "collectives, which mdrun's evaluation "
