@@ -250,27 +250,52 @@ Status Trainer::Impl::evaluate(int64_t Step,
   // no collectives, so a process that fails stops early and the others
   // learn of it at the agreement below.
   Status Failed;
+  const double Rows = double((*It)->rows());
+  std::vector<OutputValue> PadOuts;
   for (;;) {
     BatchInfo B = (*It)->next(Ptrs);
     Failed = Exec->run(EvalProg, EvalRuns++);
     if (Failed.isOk())
       Failed = Exec->readOutputs(EvalProg, Outs);
+    // A loss is the plan's mean over all the rows (plus terms that do not
+    // depend on them, such as regularizers). With padding rows that all
+    // repeat one example p, Rows * L - (Rows - Valid) * L(batch of p only)
+    // is exactly the sum over the real rows plus Valid times those terms.
+    bool Padded = B.PaddingExample >= 0 && B.Valid > 0;
+    if (Failed.isOk() && Padded) {
+      (*It)->fillPadding(B, Ptrs.data());
+      Failed = Exec->run(EvalProg, EvalRuns++);
+      if (Failed.isOk())
+        Failed = Exec->readOutputs(EvalProg, PadOuts);
+    }
     if (!Failed.isOk())
       break;
-    for (const OutputValue &O : Outs) {
+    // The sum over the real rows of a scalar output that is a mean over
+    // the batch.
+    auto SumOfMean = [&](size_t OI) {
+      const OutputValue &O = Outs[OI];
+      double L = O.Values.empty() ? 0 : O.Values[0];
+      if (B.Valid == 0)
+        return 0.0;
+      if (!Padded)
+        return L * double(B.Valid);
+      const OutputValue &P = PadOuts[OI];
+      double LP = P.Values.empty() ? 0 : P.Values[0];
+      return Rows * L - (Rows - double(B.Valid)) * LP;
+    };
+    for (size_t OI = 0; OI < Outs.size(); ++OI) {
+      const OutputValue &O = Outs[OI];
       if (O.Kind == fb::OutputKind::Loss) {
-        Sums[O.Name] += O.Values.empty() ? 0 : O.Values[0] * double(B.Valid);
+        Sums[O.Name] += SumOfMean(OI);
       } else if (O.Kind == fb::OutputKind::Metric) {
-        // Per-example values: the padding rows do not count.
-        size_t N = std::min<size_t>(O.Values.size(), size_t(B.Valid));
-        double S = 0;
-        if (O.Values.size() == size_t(B.Valid) || O.Values.size() > 1) {
+        if (O.Values.size() > 1 || Rows == 1) {
+          // Per-example values: the padding rows do not count.
+          size_t N = std::min<size_t>(O.Values.size(), size_t(B.Valid));
           for (size_t I = 0; I < N; ++I)
-            S += O.Values[I];
+            Sums[O.Name] += O.Values[I];
         } else {
-          S = O.Values.empty() ? 0 : O.Values[0] * double(B.Valid);
+          Sums[O.Name] += SumOfMean(OI);
         }
-        Sums[O.Name] += S;
       }
     }
     Total += B.Valid;

@@ -222,9 +222,9 @@ std::vector<uint32_t> shufflePermutation(int64_t N, uint64_t Seed,
 enum class LastBatch : uint8_t {
   /// Training: the partial batch is dropped; every batch is full.
   Drop,
-  /// Evaluation: the partial batch is padded by repeating examples of the
-  /// epoch's order from its start; the batch reports how many rows are
-  /// valid.
+  /// Evaluation: the partial batch is padded by repeating the epoch's last
+  /// example; the batch reports how many rows are valid and which example
+  /// the padding repeats.
   Pad,
 };
 
@@ -256,6 +256,9 @@ struct BatchInfo {
   int64_t Valid = 0;
   /// True when this batch is the last of its epoch.
   bool EndOfEpoch = false;
+  /// The dataset index of the example every padding row repeats (the
+  /// epoch's last), or -1 when the batch has no padding.
+  int64_t PaddingExample = -1;
 };
 
 /// Produces batches of a dataset for a list of requests, forever (epoch
@@ -276,6 +279,13 @@ public:
   /// bytes (see batchBytes()).
   BatchInfo next(void *const *Dst);
   BatchInfo next(const std::vector<void *> &Dst) { return next(Dst.data()); }
+
+  /// Fills every row of \p Dst with the padding example of \p Info, a batch
+  /// this iterator produced with padding. A loss that is a mean over the
+  /// rows plus terms that do not depend on them gives, on this batch, the
+  /// value that corrects \p Info's batch for its padding rows (see
+  /// Trainer's evaluation). Does not move the iterator.
+  void fillPadding(const BatchInfo &Info, void *const *Dst) const;
 
   /// The position of the batch the next call to next() returns (what a
   /// checkpoint saves).

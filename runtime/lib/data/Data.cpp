@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -924,9 +925,12 @@ public:
       int64_t K = P.Index + R;
       if (K < N)
         ++Info.Valid;
-      K %= N; // Padding repeats the epoch's order from its start.
+      else
+        K = N - 1; // Padding repeats the epoch's last example.
       Indices[size_t(R - RowBegin)] = Order ? int64_t(Order[K]) : K;
     }
+    if (Info.Valid < rows())
+      Info.PaddingExample = Indices.back();
     Info.EndOfEpoch = advance(P).Epoch != P.Epoch;
     for (size_t I = 0; I < Requests.size(); ++I)
       convertExamples(*Features[I], Requests[I], Indices.data(), rows(),
@@ -1073,6 +1077,15 @@ BatchIterator::BatchIterator(std::unique_ptr<Impl> I) : P(std::move(I)) {}
 BatchIterator::~BatchIterator() = default;
 
 BatchInfo BatchIterator::next(void *const *Dst) { return P->next(Dst); }
+
+void BatchIterator::fillPadding(const BatchInfo &Info,
+                                void *const *Dst) const {
+  assert(Info.PaddingExample >= 0 && "the batch has no padding");
+  std::vector<int64_t> Indices(size_t(P->rows()), Info.PaddingExample);
+  for (size_t I = 0; I < P->Requests.size(); ++I)
+    convertExamples(*P->Features[I], P->Requests[I], Indices.data(),
+                    P->rows(), Dst[I]);
+}
 DataPosition BatchIterator::position() const { return P->Current; }
 Status BatchIterator::seek(DataPosition Pos) { return P->seek(Pos); }
 int64_t BatchIterator::rows() const { return P->rows(); }

@@ -740,8 +740,10 @@ TEST(BatchIteratorTest, EvaluationPadsTheLastBatch) {
     Batch B0 = nextBatch(*It), B1 = nextBatch(*It), B2 = nextBatch(*It);
     EXPECT_EQ(B0.Ids, (std::vector<int64_t>{0, 1, 2, 3}));
     EXPECT_EQ(B1.Ids, (std::vector<int64_t>{4, 5, 6, 7}));
-    EXPECT_EQ(B2.Ids, (std::vector<int64_t>{8, 9, 0, 1}));
+    EXPECT_EQ(B2.Ids, (std::vector<int64_t>{8, 9, 9, 9}));
     EXPECT_EQ(B0.Info.Valid, 4);
+    EXPECT_EQ(B0.Info.PaddingExample, -1);
+    EXPECT_EQ(B2.Info.PaddingExample, 9);
     EXPECT_EQ(B1.Info.Valid, 4);
     EXPECT_EQ(B2.Info.Valid, 2);
     EXPECT_FALSE(B1.Info.EndOfEpoch);
@@ -752,7 +754,7 @@ TEST(BatchIteratorTest, EvaluationPadsTheLastBatch) {
     EXPECT_EQ(Next.Info.Position, (DataPosition{1, 0}));
   }
 
-  // A batch larger than the dataset wraps around several times.
+  // A batch larger than the dataset repeats the last example.
   BatchOptions O;
   O.BatchSize = 8;
   O.Shuffle = false;
@@ -760,11 +762,12 @@ TEST(BatchIteratorTest, EvaluationPadsTheLastBatch) {
   auto Small = makeIterator(idDataset(3), O);
   ASSERT_TRUE(Small);
   Batch B = nextBatch(*Small);
-  EXPECT_EQ(B.Ids, (std::vector<int64_t>{0, 1, 2, 0, 1, 2, 0, 1}));
+  EXPECT_EQ(B.Ids, (std::vector<int64_t>{0, 1, 2, 2, 2, 2, 2, 2}));
   EXPECT_EQ(B.Info.Valid, 3);
+  EXPECT_EQ(B.Info.PaddingExample, 2);
   EXPECT_TRUE(B.Info.EndOfEpoch);
 
-  // Shuffled evaluation pads from the epoch's own order.
+  // Shuffled evaluation pads with the last example of the epoch's order.
   O.BatchSize = 4;
   O.Shuffle = true;
   O.Seed = 3;
@@ -775,8 +778,21 @@ TEST(BatchIteratorTest, EvaluationPadsTheLastBatch) {
   nextBatch(*Shuffled);
   B = nextBatch(*Shuffled);
   EXPECT_EQ(B.Ids,
-            (std::vector<int64_t>{Order[8], Order[9], Order[0], Order[1]}));
+            (std::vector<int64_t>{Order[8], Order[9], Order[9], Order[9]}));
   EXPECT_EQ(B.Info.Valid, 2);
+
+  // fillPadding: a whole batch of the padding example, the iterator stays.
+  DataPosition Before = Shuffled->position();
+  Batch Pad;
+  Pad.Ids.assign(4, -1);
+  Pad.X.assign(8, -1);
+  Shuffled->fillPadding(B.Info, std::vector<void *>{Pad.Ids.data(),
+                                                    Pad.X.data()}
+                                    .data());
+  EXPECT_EQ(Pad.Ids, (std::vector<int64_t>(4, Order[9])));
+  for (size_t R = 0; R < 4; ++R)
+    EXPECT_EQ(Pad.X[2 * R], float(Order[9]));
+  EXPECT_EQ(Shuffled->position(), Before);
 }
 
 TEST(BatchIteratorTest, PrefetchGivesTheSameBatches) {
