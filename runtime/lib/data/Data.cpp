@@ -1078,14 +1078,14 @@ BatchIterator::~BatchIterator() = default;
 
 BatchInfo BatchIterator::next(void *const *Dst) { return P->next(Dst); }
 
-void BatchIterator::fillPadding(const BatchInfo &Info,
-                                void *const *Dst) const {
+void BatchIterator::fillPadding(const BatchInfo &Info, void *const *Dst) const {
   assert(Info.PaddingExample >= 0 && "the batch has no padding");
   std::vector<int64_t> Indices(size_t(P->rows()), Info.PaddingExample);
   for (size_t I = 0; I < P->Requests.size(); ++I)
-    convertExamples(*P->Features[I], P->Requests[I], Indices.data(),
-                    P->rows(), Dst[I]);
+    convertExamples(*P->Features[I], P->Requests[I], Indices.data(), P->rows(),
+                    Dst[I]);
 }
+
 DataPosition BatchIterator::position() const { return P->Current; }
 Status BatchIterator::seek(DataPosition Pos) { return P->seek(Pos); }
 int64_t BatchIterator::rows() const { return P->rows(); }

@@ -786,9 +786,8 @@ TEST(BatchIteratorTest, EvaluationPadsTheLastBatch) {
   Batch Pad;
   Pad.Ids.assign(4, -1);
   Pad.X.assign(8, -1);
-  Shuffled->fillPadding(B.Info, std::vector<void *>{Pad.Ids.data(),
-                                                    Pad.X.data()}
-                                    .data());
+  Shuffled->fillPadding(
+      B.Info, std::vector<void *>{Pad.Ids.data(), Pad.X.data()}.data());
   EXPECT_EQ(Pad.Ids, (std::vector<int64_t>(4, Order[9])));
   for (size_t R = 0; R < 4; ++R)
     EXPECT_EQ(Pad.X[2 * R], float(Order[9]));
