@@ -84,9 +84,11 @@ Error mdplan::placeDevices(Graph &G, const PlacementOptions &Opts,
     F->reset();
 
   const Cluster &C = Opts.TheCluster;
-  DenseMap<const Node *, DeviceSpec> AfterStack;
-  AfterStack.reserve(G.size());
-  DenseMap<const DeviceStack *, DeviceSpec> PureCache;
+  // The device each node's stack gives it, as an index into Specs: the
+  // nodes of one pure stack share an entry.
+  std::vector<DeviceSpec> Specs;
+  std::vector<unsigned> SpecOf(G.getIdBound(), ~0u);
+  DenseMap<const DeviceStack *, unsigned> PureCache;
   DenseMap<const DeviceStack *, bool> IsPure;
 
   auto Wants = [&](const Node &N) {
@@ -107,36 +109,51 @@ Error mdplan::placeDevices(Graph &G, const PlacementOptions &Opts,
         PureIt.first->second = isPureStack(S);
       if (PureIt.first->second) {
         auto It = PureCache.find(S);
-        if (It == PureCache.end())
-          It = PureCache.try_emplace(S, walkDeviceStack(N)).first;
-        AfterStack[&N] = It->second;
+        if (It == PureCache.end()) {
+          Specs.push_back(walkDeviceStack(N));
+          It = PureCache.try_emplace(S, Specs.size() - 1).first;
+        }
+        SpecOf[N.getId()] = It->second;
         continue;
       }
     }
-    AfterStack[&N] = walkDeviceStack(N, Rec);
+    Specs.push_back(walkDeviceStack(N, Rec));
+    SpecOf[N.getId()] = Specs.size() - 1;
   }
 
-  // 2. Colocation, summaries, completion and the cluster check.
+  // 2. Colocation, summaries, completion and the cluster check. What a
+  //    spec completes to, once it has been placed without a diagnostic,
+  //    is remembered for the other nodes that share it.
+  struct Completed {
+    DeviceSpec Final;
+    int Id = -1;
+  };
+  std::vector<Completed> Done(Specs.size());
   std::map<std::string, int> DeviceIds;
   for (const auto &NP : G.nodes()) {
     Node &N = *NP;
     PlacementRecord *Rec = Wants(N) ? &(*Records)[&N] : nullptr;
-    DeviceSpec Dev;
     const Node *Root = &N;
     if (N.getColocateWith()) {
       auto R = colocationRoot(N);
       if (!R)
         return R.takeError();
       Root = *R;
-      Dev = AfterStack.lookup(Root);
       if (Rec) {
         Rec->Requested = N.getRequestedDevice();
         Rec->ColocatedWith = N.getColocateWith();
       }
-    } else {
-      Dev = AfterStack.lookup(&N);
     }
-    if (N.getOp().is(OF_Summary)) {
+    unsigned SI = SpecOf[Root->getId()];
+    assert(SI < Specs.size() && "a node without a stack device");
+    bool Summary = N.getOp().is(OF_Summary);
+    if (!Rec && !Summary && Done[SI].Id >= 0 &&
+        (Root == &N || N.getRequestedDevice().isSatisfiedBy(Done[SI].Final))) {
+      N.setDevice(Done[SI].Id);
+      continue;
+    }
+    DeviceSpec Dev = Specs[SI];
+    if (Summary) {
       // Summaries run on the host CPU of their task, never an accelerator.
       if (Dev.Type != std::optional<std::string>("CPU") ||
           Dev.Index != std::optional<int>(0)) {
@@ -179,6 +196,8 @@ Error mdplan::placeDevices(Graph &G, const PlacementOptions &Opts,
     if (Ins.second)
       Ins.first->second = G.getOrAddDevice(Final);
     N.setDevice(Ins.first->second);
+    if (!Summary && Why.empty() && Done[SI].Id < 0)
+      Done[SI] = {std::move(Final), Ins.first->second};
   }
   return Error::success();
 }

@@ -35,10 +35,11 @@ namespace {
 using TensorKey = std::pair<const Node *, unsigned>;
 
 struct BufInfo {
-  std::string Name;
+  /// The output the buffer holds (its name and shape), in a graph that
+  /// outlives the emitter.
+  TensorKey Key;
   uint32_t Device = 0;
   DType Elt = DType::Invalid;
-  std::vector<int64_t> Shape;
   uint64_t Offset = 0, Bytes = 0;
   bool Persistent = false;
   int AliasOf = -1;
@@ -150,17 +151,16 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
   auto Add = [&](TensorKey K, const DeployState::Buffer &B) -> Error {
     const TensorType &T = K.first->getOutputType(K.second);
     BufInfo I;
-    I.Name = tensorName(K);
+    I.Key = K;
     I.Device = P.DevMap[B.Device];
     I.Elt = T.Elt;
-    I.Shape.assign(T.Dims.dims().begin(), T.Dims.dims().end());
     I.Bytes = B.Bytes;
     I.Persistent = B.Persistent;
     I.Offset = B.Offset;
     if (B.AliasOf) {
       uint32_t Root = P.findBuf({B.AliasOf.N, B.AliasOf.Index});
       if (Root == Prog::NoBuffer)
-        return makeError("plan: the root of view '" + I.Name +
+        return makeError("plan: the root of view '" + tensorName(K) +
                          "' has no buffer");
       I.AliasOf = int(Root);
     }
@@ -325,24 +325,22 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
     for (uint32_t K : WaitsOf(N))
       Signals[Kernels[K]->getId()] = true;
 
-  auto Ids = [&](auto Range) {
-    std::vector<uint32_t> R;
-    for (auto K : Range)
-      R.push_back(P.bufId(K));
-    return R;
-  };
+  // Scratch vectors reused by every kernel: a plan has a million of them.
+  std::vector<uint32_t> InIds, OutIds;
+  std::vector<flatbuffers::Offset<fb::Attr>> Attrs;
   std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs;
   for (auto &[PD, GD] : DevOrder) {
     std::vector<flatbuffers::Offset<fb::Kernel>> KernelOffs;
     for (Node *N : S.Schedules[GD]) {
       if (!IsKernel(N))
         continue;
-      std::vector<TensorKey> InKeys, OutKeys;
+      InIds.clear();
+      OutIds.clear();
+      Attrs.clear();
       for (const TensorRef &In : N->getInputs())
-        InKeys.push_back({In.N, In.Index});
+        InIds.push_back(P.bufId({In.N, In.Index}));
       for (unsigned O = 0; O < N->getNumOutputs(); ++O)
-        OutKeys.push_back({N, O});
-      std::vector<flatbuffers::Offset<fb::Attr>> Attrs;
+        OutIds.push_back(P.bufId({N, O}));
       bool Collective = N->getOp().is(OF_Collective);
       for (const auto &[K, V] : N->attrs()) {
         // A collective within one process is written as in version 1 plans,
@@ -355,9 +353,8 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       SmallVector<uint32_t, 4> W = WaitsOf(N);
       KernelOffs.push_back(fb::CreateKernel(
           FB, str(N->getName()), sharedStr(N->getOpName()),
-          FB.CreateVector(Attrs), FB.CreateVector(Ids(InKeys)),
-          FB.CreateVector(Ids(OutKeys)),
-          FB.CreateVector(std::vector<uint32_t>(W.begin(), W.end())),
+          FB.CreateVector(Attrs), FB.CreateVector(InIds),
+          FB.CreateVector(OutIds), FB.CreateVector(W.data(), W.size()),
           Signals[N->getId()]));
     }
     const DeployState::DeviceMemory &M = S.Memory[GD];
@@ -481,10 +478,14 @@ Expected<PlanBytes> Emitter::emit() {
         D.Task.value_or(0), D.Index.value_or(0), Arena[I], Persistent[I]));
   }
   std::vector<flatbuffers::Offset<fb::Buffer>> BufOffs;
-  for (const BufInfo &B : Bufs)
+  for (const BufInfo &B : Bufs) {
+    auto [N, O] = B.Key;
+    ArrayRef<int64_t> Dims = N->getOutputType(O).Dims.dims();
     BufOffs.push_back(fb::CreateBuffer(
-        FB, FB.CreateString(B.Name), B.Device, fb::DType(B.Elt),
-        FB.CreateVector(B.Shape), B.Offset, B.Bytes, B.Persistent, B.AliasOf));
+        FB, O ? FB.CreateString(tensorName(B.Key)) : str(N->getName()),
+        B.Device, fb::DType(B.Elt), FB.CreateVector(Dims.data(), Dims.size()),
+        B.Offset, B.Bytes, B.Persistent, B.AliasOf));
+  }
 
   // Variables (train's, then any only the evaluation uses).
   std::map<std::string, int> VarIndex;

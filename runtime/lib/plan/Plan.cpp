@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include <sys/stat.h>
 
@@ -24,8 +25,8 @@ struct Signature {
   int MinIn, MaxIn, MinOut, MaxOut;
 };
 
-const std::map<std::string, Signature> &signatures() {
-  static const std::map<std::string, Signature> Sigs = {
+const std::map<std::string, Signature, std::less<>> &signatures() {
+  static const std::map<std::string, Signature, std::less<>> Sigs = {
       {"Identity", {1, 1, 1, 1}},
       {"NoOp", {0, 0, 0, 0}},
       {"BatchSlice", {1, 1, 1, 1}},
@@ -149,41 +150,41 @@ Status Checker::checkBuffers() {
   NumBuffers = P.buffers()->size();
   for (uint32_t I = 0; I < NumBuffers; ++I) {
     const fb::Buffer *B = P.buffers()->Get(I);
-    std::string Name = "buffer " + std::to_string(I);
+    auto Name = [&] { return "buffer " + std::to_string(I); };
     if (B->device() >= NumDevices)
-      return fail(Name + " is on device " + std::to_string(B->device()) +
+      return fail(Name() + " is on device " + std::to_string(B->device()) +
                   ", but the plan has " + std::to_string(NumDevices));
     uint64_t Elt = elementSize(B->dtype());
     if (!Elt)
-      return fail(Name + " has an invalid element type");
+      return fail(Name() + " has an invalid element type");
     uint64_t N = 1;
     if (B->shape())
       for (int64_t D : *B->shape()) {
         if (D < 0 || D > (int64_t(1) << 40))
-          return fail(Name + " has an invalid dimension " + std::to_string(D));
+          return fail(Name() + " has an invalid dimension " +
+                      std::to_string(D));
         N *= uint64_t(D);
         if (N > (uint64_t(1) << 40))
-          return fail(Name + " is too large");
+          return fail(Name() + " is too large");
       }
     if (N * Elt != B->bytes())
-      return fail(Name + " holds " + std::to_string(B->bytes()) +
+      return fail(Name() + " holds " + std::to_string(B->bytes()) +
                   " bytes, but its type needs " + std::to_string(N * Elt));
     const fb::Device *D = P.devices()->Get(B->device());
     uint64_t Limit = B->persistent() ? D->persistent_bytes() : D->arena_bytes();
     if (B->offset() > Limit || B->bytes() > Limit - B->offset())
-      return fail(Name + " (" + std::to_string(B->offset()) + " + " +
+      return fail(Name() + " (" + std::to_string(B->offset()) + " + " +
                   std::to_string(B->bytes()) + " bytes) does not fit the " +
                   (B->persistent() ? "persistent region" : "arena") + " of " +
-                  D->name()->str() + " (" + std::to_string(Limit) +
-                  " bytes)");
+                  D->name()->str() + " (" + std::to_string(Limit) + " bytes)");
     if (B->alias_of() >= 0) {
       if (uint32_t(B->alias_of()) >= I)
-        return fail(Name + " is a view of a later buffer");
+        return fail(Name() + " is a view of a later buffer");
       const fb::Buffer *R = P.buffers()->Get(B->alias_of());
       if (R->device() != B->device() || R->persistent() != B->persistent() ||
           B->offset() < R->offset() ||
           B->offset() + B->bytes() > R->offset() + R->bytes())
-        return fail(Name + " is a view outside its root buffer");
+        return fail(Name() + " is a view outside its root buffer");
     }
   }
   return Status::ok();
@@ -193,34 +194,36 @@ Status Checker::checkVariables() {
   if (P.variables())
     for (uint32_t I = 0; I < P.variables()->size(); ++I) {
       const fb::Variable *V = P.variables()->Get(I);
-      std::string Name = "variable '" + V->name()->str() + "'";
-      MDRT_RETURN_IF_ERROR(bufferId(V->buffer(), Name));
+      auto Name = [&] { return "variable '" + V->name()->str() + "'"; };
+      if (V->buffer() >= NumBuffers)
+        return bufferId(V->buffer(), Name());
       const fb::Buffer *B = P.buffers()->Get(V->buffer());
       if (!B->persistent())
-        return fail(Name + " is not in persistent memory");
+        return fail(Name() + " is not in persistent memory");
       if (V->init() > fb::InitKind::MAX)
-        return fail(Name + " has an unknown initializer");
+        return fail(Name() + " has an unknown initializer");
       if (V->mirror_of() >= 0) {
         if (uint32_t(V->mirror_of()) >= P.variables()->size())
-          return fail(Name + " mirrors a variable that does not exist");
+          return fail(Name() + " mirrors a variable that does not exist");
         const fb::Buffer *M =
             P.buffers()->Get(P.variables()->Get(V->mirror_of())->buffer());
         if (M->bytes() != B->bytes() || M->dtype() != B->dtype())
-          return fail(Name + " mirrors a variable of another type");
+          return fail(Name() + " mirrors a variable of another type");
       }
     }
   if (P.constants())
     for (uint32_t I = 0; I < P.constants()->size(); ++I) {
       const fb::Constant *C = P.constants()->Get(I);
-      std::string Name = "constant " + std::to_string(I);
-      MDRT_RETURN_IF_ERROR(bufferId(C->buffer(), Name));
+      auto Name = [&] { return "constant " + std::to_string(I); };
+      if (C->buffer() >= NumBuffers)
+        return bufferId(C->buffer(), Name());
       const fb::Buffer *B = P.buffers()->Get(C->buffer());
       if (!B->persistent())
-        return fail(Name + " is not in persistent memory");
+        return fail(Name() + " is not in persistent memory");
       uint64_t N = B->bytes() / elementSize(B->dtype());
       size_t NV = C->values() ? C->values()->size() : 0;
       if (NV != 1 && NV != N)
-        return fail(Name + " has " + std::to_string(NV) + " values for " +
+        return fail(Name() + " has " + std::to_string(NV) + " values for " +
                     std::to_string(N) + " elements");
     }
   return Status::ok();
@@ -239,7 +242,7 @@ Status Checker::checkProgram(const fb::Program &Prog, unsigned Index) {
         for (size_t K = 0; K < DP->kernels()->size(); ++K)
           KernelDevice.push_back(DP->device());
     }
-  std::set<uint32_t> Waited;
+  std::vector<bool> Waited(KernelDevice.size());
   uint32_t Id = 0;
   if (Prog.devices())
     for (const fb::DeviceProgram *DP : *Prog.devices()) {
@@ -247,42 +250,47 @@ Status Checker::checkProgram(const fb::Program &Prog, unsigned Index) {
       if (!DP->kernels())
         continue;
       for (const fb::Kernel *K : *DP->kernels()) {
-        std::string KName = "kernel '" + K->name()->str() + "' (" +
-                            K->op()->str() + ") of program '" + PName + "'";
-        auto Sig = signatures().find(K->op()->str());
+        // Built only for a message: a plan has a million kernels.
+        auto KName = [&] {
+          return "kernel '" + K->name()->str() + "' (" + K->op()->str() +
+                 ") of program '" + PName + "'";
+        };
+        std::string_view Op = K->op()->string_view();
+        auto Sig = signatures().find(Op);
         if (Sig == signatures().end())
-          return fail(KName + ": unknown op");
+          return fail(KName() + ": unknown op");
         int NI = K->inputs() ? int(K->inputs()->size()) : 0;
         int NO = K->outputs() ? int(K->outputs()->size()) : 0;
         const Signature &S = Sig->second;
         if (NI < S.MinIn || (S.MaxIn >= 0 && NI > S.MaxIn) || NO < S.MinOut ||
-            (S.MaxOut >= 0 && NO > S.MaxOut) ||
-            (K->op()->str() == "AllReduce" && NI != NO))
-          return fail(KName + " has " + std::to_string(NI) + " inputs and " +
-                      std::to_string(NO) + " outputs, which its op does not "
-                                           "take");
+            (S.MaxOut >= 0 && NO > S.MaxOut) || (Op == "AllReduce" && NI != NO))
+          return fail(KName() + " has " + std::to_string(NI) + " inputs and " +
+                      std::to_string(NO) +
+                      " outputs, which its op does not "
+                      "take");
         for (int Pass = 0; Pass < 2; ++Pass) {
           auto *List = Pass ? K->outputs() : K->inputs();
           if (!List)
             continue;
           for (uint32_t B : *List) {
-            MDRT_RETURN_IF_ERROR(bufferId(B, KName));
+            if (B >= NumBuffers)
+              return bufferId(B, KName());
             const fb::Buffer *Buf = P.buffers()->Get(B);
             if (Buf->device() != DP->device())
-              return fail(KName + " on " + Dev->name()->str() + " uses " +
+              return fail(KName() + " on " + Dev->name()->str() + " uses " +
                           bufName(B) + " of another device");
             if (Pass && Buf->persistent())
-              return fail(KName + " writes persistent " + bufName(B));
+              return fail(KName() + " writes persistent " + bufName(B));
           }
         }
         if (K->waits())
           for (uint32_t W : *K->waits()) {
             if (W >= KernelDevice.size())
-              return fail(KName + " waits for kernel " + std::to_string(W) +
+              return fail(KName() + " waits for kernel " + std::to_string(W) +
                           ", which does not exist");
             if (KernelDevice[W] == DP->device())
-              return fail(KName + " waits for a kernel of its own device");
-            Waited.insert(W);
+              return fail(KName() + " waits for a kernel of its own device");
+            Waited[W] = true;
           }
         ++Id;
       }
@@ -293,7 +301,7 @@ Status Checker::checkProgram(const fb::Program &Prog, unsigned Index) {
     for (const fb::DeviceProgram *DP : *Prog.devices())
       if (DP->kernels())
         for (const fb::Kernel *K : *DP->kernels()) {
-          if (Waited.count(Id) && !K->signals())
+          if (Waited[Id] && !K->signals())
             return fail("kernel '" + K->name()->str() +
                         "' is waited for but does not signal");
           ++Id;
