@@ -220,10 +220,13 @@ DeployState &Graph::deployState() {
   return *State;
 }
 
+void NodeDestroyer::operator()(Node *N) const { N->~Node(); }
+
 Node *Graph::createNode(StringRef Name, const OpDef &Op) {
   auto Ins = Names.try_emplace(Name, nullptr);
   assert(Ins.second && "node name already taken");
-  auto *N = new Node(*this, NextId++, Ins.first->getKey(), Op);
+  auto *N = new (Alloc.Allocate<Node>())
+      Node(*this, NextId++, Ins.first->getKey(), Op);
   Ins.first->second = N;
   NodeList.emplace_back(N);
   N->setNumOutputs(Op.NumOutputs >= 0 ? Op.NumOutputs : 0);
@@ -261,7 +264,7 @@ void Graph::eraseIf(function_ref<bool(const Node &)> Pred) {
     else
       ++It;
   }
-  std::vector<std::unique_ptr<Node>> Kept;
+  std::vector<NodePtr> Kept;
   Kept.reserve(NodeList.size());
   for (auto &N : NodeList) {
     if (Pred(*N)) {
@@ -278,7 +281,7 @@ void Graph::setOrder(ArrayRef<Node *> Order) {
   DenseMap<Node *, unsigned> Slot;
   for (unsigned I = 0, E = NodeList.size(); I != E; ++I)
     Slot[NodeList[I].get()] = I;
-  std::vector<std::unique_ptr<Node>> New;
+  std::vector<NodePtr> New;
   New.reserve(Order.size());
   for (Node *N : Order)
     New.push_back(std::move(NodeList[Slot.lookup(N)]));

@@ -19,7 +19,9 @@
 #include "mdplan/Transforms/Pass.h"
 #include "mdplan/Transforms/PassUtils.h"
 
-#include <map>
+#include "llvm/ADT/DenseMap.h"
+
+#include <tuple>
 
 using namespace llvm;
 using namespace mdplan;
@@ -53,10 +55,17 @@ Error PartitionPass::run(Graph &G, PassContext &Ctx) {
     return E;
 
   // (tensor, destination device) -> Recv.
-  std::map<std::tuple<Node *, unsigned, int>, Node *> Recvs;
+  DenseMap<std::tuple<Node *, unsigned, int>, Node *> Recvs;
   std::vector<Node *> Original;
+  Original.reserve(G.size());
   for (const auto &N : G.nodes())
     Original.push_back(N.get());
+  // Device names for the transfers' attributes, made once per device.
+  std::vector<std::string> DevName, DevShort;
+  for (const DeviceSpec &D : G.getDevices()) {
+    DevName.push_back(D.toString());
+    DevShort.push_back(deviceShortName(D));
+  }
   unsigned Channel = 0;
   for (Node *N : Original) {
     int Dst = N->getDevice();
@@ -67,19 +76,19 @@ Error PartitionPass::run(Graph &G, PassContext &Ctx) {
         continue;
       Node *&Recv = Recvs[{In.N, In.Index, Dst}];
       if (!Recv) {
-        const DeviceSpec &SrcDev = G.getDevice(Src), &DstDev = G.getDevice(Dst);
         std::string Part = tensorNamePart(In);
-        Node *Send = G.createNode(
-            G.uniqueName("_send/" + Part + "/to_" + deviceShortName(DstDev)),
-            opDef(OpKind::Send));
+        Node *Send =
+            G.createNode(G.uniqueName("_send/" + Part + "/to_" + DevShort[Dst]),
+                         opDef(OpKind::Send));
         Send->setInputs({In});
         Send->attrs().set("channel", int64_t(Channel));
-        Send->attrs().set("to", DstDev.toString());
-        Recv = G.createNode(
-            G.uniqueName("_recv/" + Part + "/on_" + deviceShortName(DstDev)),
-            opDef(OpKind::Recv));
+        Send->attrs().set("to", DevName[Dst]);
+        Recv =
+            G.createNode(G.uniqueName("_recv/" + Part + "/on_" + DevShort[Dst]),
+                         opDef(OpKind::Recv));
+        Recv->attrs().reserve(4);
         Recv->attrs().set("channel", int64_t(Channel));
-        Recv->attrs().set("from", SrcDev.toString());
+        Recv->attrs().set("from", DevName[Src]);
         Recv->attrs().set("dtype", In.type().Elt);
         Recv->attrs().set("shape", In.type().Dims);
         Recv->addControlInput(Send);

@@ -274,6 +274,14 @@ std::string checkOptimizerField(const OptimizerSettings &O,
 using NamedOutputs =
     llvm::MapVector<std::string, TensorRef, std::map<std::string, unsigned>>;
 
+/// Destroys a node without freeing it: nodes live in their graph's
+/// allocator, which frees them all at once.
+struct NodeDestroyer {
+  void operator()(Node *N) const;
+};
+/// The owner of a node in Graph::nodes().
+using NodePtr = std::unique_ptr<Node, NodeDestroyer>;
+
 /// The graph: nodes in creation order plus collections and named outputs.
 class Graph {
 public:
@@ -303,7 +311,7 @@ public:
   void eraseIf(llvm::function_ref<bool(const Node &)> Pred);
 
   /// Nodes in creation order.
-  llvm::ArrayRef<std::unique_ptr<Node>> nodes() const { return NodeList; }
+  llvm::ArrayRef<NodePtr> nodes() const { return NodeList; }
   size_t size() const { return NodeList.size(); }
   /// Every node id is below this bound (ids are never reused), so a table
   /// indexed by node id can replace a map keyed by node.
@@ -375,9 +383,10 @@ public:
   llvm::StringRef save(llvm::StringRef S) { return Saver.save(S); }
 
 private:
+  /// Nodes and interned strings. Declared first, so destroyed last.
   llvm::BumpPtrAllocator Alloc;
   llvm::UniqueStringSaver Saver{Alloc};
-  std::vector<std::unique_ptr<Node>> NodeList;
+  std::vector<NodePtr> NodeList;
   llvm::StringMap<Node *> Names;
   llvm::StringMap<unsigned> NextSuffix;
   unsigned NextId = 0;
