@@ -14,6 +14,8 @@
 #include "mdrt/Random.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 #include <functional>
@@ -110,7 +112,7 @@ private:
   std::map<std::string, uint32_t> DeviceIds;
   std::vector<uint64_t> Arena, Persistent;
   std::vector<BufInfo> Bufs;
-  std::map<std::string, uint32_t> VariableBuffer; // train variables by name
+  StringMap<uint32_t> VariableBuffer;             // train variables by name
   std::vector<const Node *> VarNodes;             // in plan order
   std::vector<std::pair<const Node *, uint32_t>> ConstNodes;
 };
@@ -167,7 +169,7 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
     if (B.Persistent) {
       const Node *N = K.first;
       if (IsEval && N->getOp().isVariable()) {
-        auto It = VariableBuffer.find(N->getName().str());
+        auto It = VariableBuffer.find(N->getName());
         if (It != VariableBuffer.end()) {
           const BufInfo &TB = Bufs[It->second];
           if (TB.Bytes != I.Bytes || TB.Elt != I.Elt || TB.Device != I.Device)
@@ -187,7 +189,7 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
     P.setBuf(K, Id);
     if (K.first->getOp().isVariable()) {
       if (!IsEval)
-        VariableBuffer[K.first->getName().str()] = Id;
+        VariableBuffer[K.first->getName()] = Id;
       VarNodes.push_back(K.first);
     } else if (K.first->getOp().is(OF_Constant)) {
       ConstNodes.push_back({K.first, Id});
@@ -488,41 +490,46 @@ Expected<PlanBytes> Emitter::emit() {
   }
 
   // Variables (train's, then any only the evaluation uses).
-  std::map<std::string, int> VarIndex;
+  StringMap<int> VarIndex;
   for (const Node *V : VarNodes)
-    VarIndex.try_emplace(V->getName().str(), int(VarIndex.size()));
+    VarIndex.try_emplace(V->getName(), int(VarIndex.size()));
   std::vector<flatbuffers::Offset<fb::Variable>> VarOffs;
   uint64_t Fingerprint = mdrt::hashName(Train.getName().str().c_str());
-  std::set<std::string> Done, Signature;
+  StringSet<> Done;
+  std::vector<std::string> Signature;
   for (const Node *V : VarNodes) {
-    std::string Name = V->getName().str();
+    StringRef Name = V->getName();
     if (!Done.insert(Name).second)
       continue;
     const AttrDict &A = V->attrs();
     int64_t Seed = A.getInt("seed");
-    uint64_t Stream = Seed ? uint64_t(Seed) : mdrt::hashName(Name.c_str());
+    uint64_t Stream =
+        Seed ? uint64_t(Seed) : mdrt::hashName(Name.str().c_str());
     StringRef Mirror = A.getString("mirror_of");
     int MirrorOf = -1;
     if (!Mirror.empty()) {
-      auto It = VarIndex.find(Mirror.str());
+      auto It = VarIndex.find(Mirror);
       if (It != VarIndex.end())
         MirrorOf = It->second;
     }
-    uint32_t Buf = VariableBuffer.count(Name) ? VariableBuffer[Name] : 0;
+    uint32_t Buf = VariableBuffer.lookup(Name);
     for (Prog &P : Progs)
       if (uint32_t Id = P.findBuf({V, 0}); Id != Prog::NoBuffer)
         Buf = Id;
     VarOffs.push_back(fb::CreateVariable(
-        FB, FB.CreateString(Name), Buf,
+        FB, str(Name), Buf,
         initKind(A.getString("initializer", "glorot_uniform")),
         A.getFloat("init_value"), A.getFloat("init_mean"),
         A.getFloat("init_stddev", 1.0), A.getFloat("init_min", -0.05),
         A.getFloat("init_max", 0.05), Stream, A.getBool("trainable", true),
         MirrorOf));
-    Signature.insert(Name + " " + V->getOutputType(0).str());
+    Signature.push_back((Name + " " + V->getOutputType(0).str()).str());
   }
   // The variables as a set: the order of the plan's list depends on the
   // deployment (slots follow the all-reduce buckets), not what they are.
+  llvm::sort(Signature);
+  Signature.erase(std::unique(Signature.begin(), Signature.end()),
+                  Signature.end());
   for (const std::string &NameAndType : Signature)
     Fingerprint = mdrt::hashName(NameAndType.c_str(), Fingerprint);
   std::vector<flatbuffers::Offset<fb::Constant>> ConstOffs;

@@ -82,40 +82,43 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
   S.Memory.assign(NumDevices, {});
   const int64_t End = INT64_MAX / 4;
 
-  // Positions in the schedule.
-  DenseMap<const Node *, int64_t> Pos;
-  Pos.reserve(G.size());
+  // Positions in the schedule by node id; -1 for nodes without a kernel.
+  std::vector<int64_t> Pos(G.getIdBound(), -1);
   for (const auto &Sched : S.Schedules)
     for (size_t I = 0; I < Sched.size(); ++I)
-      Pos[Sched[I]] = int64_t(I);
+      Pos[Sched[I]->getId()] = int64_t(I);
+  auto Scheduled = [&](const Node *N) { return Pos[N->getId()] >= 0; };
   DenseSet<TensorKey> Outputs;
   for (const TensorRef &T : programOutputs(G))
     Outputs.insert({T.N, T.Index});
   UseMap Uses = computeUses(G);
 
-  // Views: output -> (root tensor, offset). Roots are resolved through
-  // chains of views.
-  DenseMap<TensorKey, std::pair<TensorKey, int64_t>> ViewOf;
+  // Views: output -> (root tensor, offset), in graph order. Roots are
+  // resolved through chains of views.
+  std::vector<std::pair<TensorKey, std::pair<TensorKey, int64_t>>> Views;
+  constexpr unsigned NoIndex = ~0u;
+  OutputTable<unsigned> ViewIndex(G, NoIndex);
   for (const auto &NP : G.nodes()) {
     int64_t Off = viewOffset(*NP);
     if (Off < 0)
       continue;
     TensorKey Src{NP->getInput(0).N, NP->getInput(0).Index};
-    auto It = ViewOf.find(Src);
-    if (It != ViewOf.end())
-      ViewOf[{NP.get(), 0}] = {It->second.first, It->second.second + Off};
-    else
-      ViewOf[{NP.get(), 0}] = {Src, Off};
+    std::pair<TensorKey, int64_t> V{Src, Off};
+    if (unsigned SI = *ViewIndex.find(*Src.first, Src.second); SI != NoIndex)
+      V = {Views[SI].second.first, Views[SI].second.second + Off};
+    *ViewIndex.find(*NP, 0) = unsigned(Views.size());
+    Views.push_back({{NP.get(), 0}, V});
   }
 
-  // Live ranges of the root buffers.
+  // Live ranges of the root buffers, in the order they are first seen.
   struct Root {
+    TensorKey Key;
     int Device;
     uint64_t Bytes;
     int64_t Start, End;
   };
-  MapVector<TensorKey, Root> Roots;
-  Roots.reserve(G.size());
+  std::vector<Root> Roots;
+  OutputTable<unsigned> RootIndex(G, NoIndex);
   S.Buffers.reserve(G.size());
   for (const auto &NP : G.nodes()) {
     const Node *N = NP.get();
@@ -123,30 +126,33 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
       continue;
     // The last reader of each output, over the node's uses once (a node
     // with many outputs, such as a bucket's all-reduce, has many uses).
-    int64_t Def = N->getOp().is(OF_Input) ? -1 : Pos.lookup(N);
+    int64_t Def =
+        N->getOp().is(OF_Input) ? -1 : std::max<int64_t>(Pos[N->getId()], 0);
     SmallVector<int64_t, 4> LastOf(N->getNumOutputs(), Def);
     for (auto &[U, I] : usesOf(Uses, N)) {
       int64_t &Last = LastOf[U->getInput(I).Index];
-      if (isa(*U, OpKind::Send) || U->getOp().is(OF_Summary) || !Pos.count(U))
+      if (isa(*U, OpKind::Send) || U->getOp().is(OF_Summary) || !Scheduled(U))
         Last = End;
       else
-        Last = std::max(Last, Pos.lookup(U));
+        Last = std::max(Last, Pos[U->getId()]);
     }
     for (unsigned O = 0, NO = N->getNumOutputs(); O != NO; ++O) {
       TensorKey K{N, O};
       TensorKey R = K;
-      if (auto It = ViewOf.find(K); It != ViewOf.end())
-        R = It->second.first;
+      if (unsigned VI = *ViewIndex.find(*N, O); VI != NoIndex)
+        R = Views[VI].second.first;
       int64_t Last = LastOf[O];
       if (Outputs.count(K))
         Last = End;
-      auto Ins = Roots.insert(
-          {R, Root{R.first->getDevice(),
-                   uint64_t(R.first->getOutputType(R.second).byteSize()), Def,
-                   Last}});
-      if (!Ins.second) {
-        Ins.first->second.Start = std::min(Ins.first->second.Start, Def);
-        Ins.first->second.End = std::max(Ins.first->second.End, Last);
+      unsigned &RI = *RootIndex.find(*R.first, R.second);
+      if (RI == NoIndex) {
+        RI = unsigned(Roots.size());
+        Roots.push_back({R, R.first->getDevice(),
+                         uint64_t(R.first->getOutputType(R.second).byteSize()),
+                         Def, Last});
+      } else {
+        Roots[RI].Start = std::min(Roots[RI].Start, Def);
+        Roots[RI].End = std::max(Roots[RI].End, Last);
       }
     }
   }
@@ -154,9 +160,9 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
   // Offsets per device.
   std::vector<std::vector<LiveRange>> Ranges(NumDevices);
   std::vector<std::vector<TensorKey>> Keys(NumDevices);
-  for (auto &[K, R] : Roots) {
+  for (const Root &R : Roots) {
     Ranges[R.Device].push_back({R.Start, R.End, R.Bytes});
-    Keys[R.Device].push_back(K);
+    Keys[R.Device].push_back(R.Key);
   }
   for (size_t D = 0; D < NumDevices; ++D) {
     uint64_t Align = alignmentFor(G.getDevice(int(D)));
@@ -174,7 +180,7 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
     }
   }
   // Views take their root's place.
-  for (auto &[K, V] : ViewOf) {
+  for (auto &[K, V] : Views) {
     const DeployState::Buffer &R = S.Buffers[V.first];
     DeployState::Buffer &B = S.Buffers[K];
     B.Device = R.Device;

@@ -26,6 +26,7 @@
 #include "mdplan/Transforms/Pass.h"
 #include "mdplan/Transforms/PassUtils.h"
 
+#include <functional>
 #include <queue>
 
 using namespace llvm;
@@ -135,25 +136,30 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
           Rank[In.N->getId()] = 1;
       Rank[NP->getId()] = 0;
     }
-  auto Cmp = [&](Node *A, Node *B) {
-    return std::make_pair(Rank[A->getId()], A->getId()) >
-           std::make_pair(Rank[B->getId()], B->getId());
+  // The ready set holds (rank, id) packed in one integer, so ordering it
+  // reads no node.
+  std::vector<Node *> ById(Bound, nullptr);
+  for (const auto &NP : G.nodes())
+    ById[NP->getId()] = NP.get();
+  auto Key = [&](const Node &N) {
+    return (uint64_t(Rank[N.getId()]) << 32) | N.getId();
   };
-  std::priority_queue<Node *, std::vector<Node *>, decltype(Cmp)> Ready(Cmp);
+  std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<uint64_t>>
+      Ready;
   for (const auto &NP : G.nodes())
     if (Pending[NP->getId()] == 0)
-      Ready.push(NP.get());
+      Ready.push(Key(*NP));
   S.Schedules.assign(G.getDevices().size(), {});
   size_t Done = 0;
   while (!Ready.empty()) {
-    Node *N = Ready.top();
+    Node *N = ById[uint32_t(Ready.top())];
     Ready.pop();
     ++Done;
     if (hasKernel(*N))
       S.Schedules[N->getDevice()].push_back(N);
     for (Node *U : Users.of(*N))
       if (--Pending[U->getId()] == 0)
-        Ready.push(U);
+        Ready.push(Key(*U));
   }
   if (Done != G.size()) {
     // A variable read after its update in the same step, typically.
