@@ -18,6 +18,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <deque>
 #include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
@@ -81,10 +82,7 @@ public:
   SourceLoc at(const pb::Message &M, StringRef Name, int Index = -1) const {
     if (!T)
       return Fallback;
-    const pb::FieldDescriptor *F =
-        M.GetDescriptor()->FindFieldByName(std::string(Name));
-    assert(F && "unknown field");
-    auto L = T->GetLocation(F, Index);
+    auto L = T->GetLocation(field(M, Name), Index);
     if (L.line < 0)
       return Fallback;
     return SourceLoc{File, unsigned(L.line + 1), unsigned(L.column + 1)};
@@ -94,11 +92,8 @@ public:
   Locator nested(const pb::Message &M, StringRef Name, int Index = -1) const {
     Locator R(File, nullptr);
     R.Fallback = at(M, Name, Index);
-    if (T) {
-      const pb::FieldDescriptor *F =
-          M.GetDescriptor()->FindFieldByName(std::string(Name));
-      R.T = T->GetTreeForNested(F, Index);
-    }
+    if (T)
+      R.T = T->GetTreeForNested(field(M, Name), Index);
     return R;
   }
 
@@ -106,18 +101,37 @@ public:
   SourceLoc fallback() const { return Fallback; }
 
 private:
+  /// Field \p Name of \p M's type. Descriptors live as long as the
+  /// process; a model asks for the same few fields millions of times.
+  static const pb::FieldDescriptor *field(const pb::Message &M,
+                                          StringRef Name) {
+    thread_local DenseMap<std::pair<const pb::Descriptor *, StringRef>,
+                          const pb::FieldDescriptor *>
+        Cache;
+    const pb::Descriptor *D = M.GetDescriptor();
+    const pb::FieldDescriptor *&F = Cache[{D, Name}];
+    if (!F)
+      F = D->FindFieldByName(std::string(Name));
+    assert(F && "unknown field");
+    return F;
+  }
+
   StringRef File;
   const ParseInfoTree *T;
   SourceLoc Fallback;
 };
+
+/// Scope name prefixes for relative lookup, innermost first.
+using Prefixes = SmallVector<std::string, 4>;
 
 /// A node waiting for its inputs to be resolved.
 struct PendingNode {
   Node *N;
   const desc::Node *P;
   Locator L;
-  /// Scope name prefixes for relative lookup, innermost first.
-  SmallVector<std::string, 4> Prefixes;
+  /// Scope name prefixes for relative lookup, innermost first (owned by
+  /// the builder, shared by the nodes of a scope).
+  const Prefixes *Scopes;
 };
 
 class ModelBuilder {
@@ -131,20 +145,17 @@ private:
   Error addContainer(const pb::RepeatedPtrField<desc::Node> &Nodes,
                      const pb::RepeatedPtrField<desc::Scope> &Scopes,
                      const pb::Message &Owner, const Locator &L,
-                     const std::string &Prefix,
-                     SmallVector<std::string, 4> Prefixes,
+                     const std::string &Prefix, const Prefixes &Lookup,
                      const DeviceStack *Stack, NodeRole Role);
   Error addScope(const desc::Scope &S, const Locator &L,
-                 const std::string &Prefix,
-                 const SmallVector<std::string, 4> &Prefixes,
+                 const std::string &Prefix, const Prefixes &Scopes,
                  const DeviceStack *Stack, NodeRole Role);
   Error addNode(const desc::Node &P, const Locator &L,
-                const std::string &Prefix,
-                const SmallVector<std::string, 4> &Prefixes,
+                const std::string &Prefix, const Prefixes &Scopes,
                 const DeviceStack *Stack, NodeRole Role);
   Error resolve(PendingNode &PN);
   Error addRegularizer(Node *Var, double Scale);
-  Node *lookupRelative(StringRef Name, ArrayRef<std::string> Prefixes) const;
+  Node *lookupRelative(StringRef Name, ArrayRef<std::string> Scopes) const;
   Error collection(const pb::RepeatedPtrField<std::string> &Names,
                    const desc::Model &M, StringRef Field, const Locator &L,
                    Collection C);
@@ -153,6 +164,9 @@ private:
   StringRef File;
   const ReadOptions &Opts;
   std::vector<PendingNode> Pending;
+  /// Every scope's prefix list, for the pending nodes (a deque: pushing
+  /// keeps the others in place).
+  std::deque<Prefixes> PrefixLists{Prefixes()};
   std::vector<std::pair<Node *, double>> Regularizers;
 };
 
@@ -273,8 +287,7 @@ static Error setSugarAttr(Node &N, StringRef Sugar, StringRef Name, Attr Value,
 }
 
 Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
-                            const std::string &Prefix,
-                            const SmallVector<std::string, 4> &Prefixes,
+                            const std::string &Prefix, const Prefixes &Scopes,
                             const DeviceStack *Stack, NodeRole Role) {
   SourceLoc NameLoc = P.name().empty() ? L.fallback() : L.at(P, "name");
   if (P.name().empty())
@@ -416,15 +429,19 @@ Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
                        "invalid device: " + errorMessage(D.takeError()));
     N->setRequestedDevice(*D);
   }
-  Pending.push_back(PendingNode{N, &P, L, Prefixes});
+  Pending.push_back(PendingNode{N, &P, L, &Scopes});
   return Error::success();
 }
 
 Node *ModelBuilder::lookupRelative(StringRef Name,
-                                   ArrayRef<std::string> Prefixes) const {
-  for (const std::string &P : Prefixes)
-    if (Node *N = G.lookup(P + Name.str()))
+                                   ArrayRef<std::string> Scopes) const {
+  SmallString<128> Full;
+  for (const std::string &P : Scopes) {
+    Full = P;
+    Full += Name;
+    if (Node *N = G.lookup(Full))
       return N;
+  }
   return G.lookup(Name);
 }
 
@@ -434,7 +451,8 @@ Error ModelBuilder::resolve(PendingNode &PN) {
   bool SawControl = false;
   for (int I = 0, E = P.input_size(); I != E; ++I) {
     StringRef In = P.input(I);
-    SourceLoc Loc = PN.L.at(P, "input", I);
+    // Only errors need the location.
+    auto Loc = [&] { return PN.L.at(P, "input", I); };
     bool Control = In.consume_front("^");
     unsigned Index = 0;
     StringRef Name = In;
@@ -442,27 +460,27 @@ Error ModelBuilder::resolve(PendingNode &PN) {
     if (!Control && Colon != StringRef::npos) {
       Name = In.substr(0, Colon);
       if (In.substr(Colon + 1).getAsInteger(10, Index))
-        return makeError(Loc, "invalid input '" + P.input(I) +
-                                  "': expected 'node', 'node:N' or '^node'");
+        return makeError(Loc(), "invalid input '" + P.input(I) +
+                                    "': expected 'node', 'node:N' or '^node'");
     }
     if (Name.empty())
-      return makeError(Loc, "invalid input '" + P.input(I) + "'");
-    Node *Src = lookupRelative(Name, PN.Prefixes);
+      return makeError(Loc(), "invalid input '" + P.input(I) + "'");
+    Node *Src = lookupRelative(Name, *PN.Scopes);
     if (!Src)
-      return makeError(Loc, "node '" + N->getName() + "' reads '" + Name +
-                                "', which does not exist");
+      return makeError(Loc(), "node '" + N->getName() + "' reads '" + Name +
+                                  "', which does not exist");
     if (Control) {
       SawControl = true;
       N->addControlInput(Src);
       continue;
     }
     if (SawControl)
-      return makeError(Loc, "data input '" + P.input(I) +
-                                "' follows a control input");
+      return makeError(Loc(), "data input '" + P.input(I) +
+                                  "' follows a control input");
     N->addInput(TensorRef(Src, Index));
   }
   if (!P.colocate_with().empty()) {
-    Node *C = lookupRelative(P.colocate_with(), PN.Prefixes);
+    Node *C = lookupRelative(P.colocate_with(), *PN.Scopes);
     if (!C)
       return makeError(PN.L.at(P, "colocate_with"),
                        "node '" + N->getName() + "' is colocated with '" +
@@ -476,17 +494,18 @@ Error ModelBuilder::resolve(PendingNode &PN) {
 }
 
 Error ModelBuilder::addScope(const desc::Scope &S, const Locator &L,
-                             const std::string &Prefix,
-                             const SmallVector<std::string, 4> &Prefixes,
+                             const std::string &Prefix, const Prefixes &Scopes,
                              const DeviceStack *Stack, NodeRole Role) {
   std::string NewPrefix = Prefix;
-  SmallVector<std::string, 4> NewPrefixes = Prefixes;
+  const Prefixes *NewScopes = &Scopes;
   if (!S.name().empty()) {
     if (!isValidName(S.name()))
       return makeError(L.at(S, "name"),
                        "invalid scope name '" + S.name() + "'");
     NewPrefix += S.name() + "/";
-    NewPrefixes.insert(NewPrefixes.begin(), NewPrefix);
+    Prefixes &P = PrefixLists.emplace_back(Scopes);
+    P.insert(P.begin(), NewPrefix);
+    NewScopes = &P;
   }
   DeviceEntry E;
   E.Origin = "scope";
@@ -563,16 +582,15 @@ Error ModelBuilder::addScope(const desc::Scope &S, const Locator &L,
   }
   if (HasEntry)
     Stack = G.pushStack(Stack, G.createEntry(std::move(E)));
-  return addContainer(S.node(), S.scope(), S, L, NewPrefix, NewPrefixes, Stack,
+  return addContainer(S.node(), S.scope(), S, L, NewPrefix, *NewScopes, Stack,
                       Role);
 }
 
-Error ModelBuilder::addContainer(const pb::RepeatedPtrField<desc::Node> &Nodes,
-                                 const pb::RepeatedPtrField<desc::Scope> &Scopes,
-                                 const pb::Message &Owner, const Locator &L,
-                                 const std::string &Prefix,
-                                 SmallVector<std::string, 4> Prefixes,
-                                 const DeviceStack *Stack, NodeRole Role) {
+Error ModelBuilder::addContainer(
+    const pb::RepeatedPtrField<desc::Node> &Nodes,
+    const pb::RepeatedPtrField<desc::Scope> &Scopes, const pb::Message &Owner,
+    const Locator &L, const std::string &Prefix, const Prefixes &Lookup,
+    const DeviceStack *Stack, NodeRole Role) {
   // Text files: the order written. Binary files: nodes, then scopes.
   struct Item {
     unsigned Line, Col;
@@ -595,13 +613,13 @@ Error ModelBuilder::addContainer(const pb::RepeatedPtrField<desc::Node> &Nodes,
                      });
   for (const Item &It : Items) {
     if (It.IsScope) {
-      if (Error E = addScope(Scopes[It.Index],
-                             L.nested(Owner, "scope", It.Index), Prefix,
-                             Prefixes, Stack, Role))
+      if (Error E =
+              addScope(Scopes[It.Index], L.nested(Owner, "scope", It.Index),
+                       Prefix, Lookup, Stack, Role))
         return E;
-    } else if (Error E = addNode(Nodes[It.Index],
-                                 L.nested(Owner, "node", It.Index), Prefix,
-                                 Prefixes, Stack, Role)) {
+    } else if (Error E =
+                   addNode(Nodes[It.Index], L.nested(Owner, "node", It.Index),
+                           Prefix, Lookup, Stack, Role)) {
       return E;
     }
   }
@@ -699,7 +717,7 @@ static Error checkOptimizer(const desc::Optimizer &O,
 Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
   G.setName(M.name());
   G.setFileName(File);
-  if (Error E = addContainer(M.node(), M.scope(), M, L, "", {},
+  if (Error E = addContainer(M.node(), M.scope(), M, L, "", PrefixLists[0],
                              G.getRootStack(), NodeRole::Model))
     return E;
   for (PendingNode &PN : Pending)
