@@ -9,6 +9,8 @@
 #include "mdplan/IR/OpRegistry.h"
 #include "mdplan/Plan/PlanEmitter.h"
 
+#include "llvm/Support/Timer.h"
+
 #include <memory>
 #include <set>
 #include <tuple>
@@ -112,8 +114,10 @@ Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
       Opts.Pipeline.empty() ? defaultPipeline() : Opts.Pipeline;
   bool Full = Opts.EmitPlan && StringRef(Pipeline).endswith("plan-memory");
   std::unique_ptr<Graph> EvalCopy;
-  if (Opts.BuildEval && Full)
+  if (Opts.BuildEval && Full) {
+    TimeRegion T(Opts.Timers.EvalCopy);
     EvalCopy = Model->clone();
+  }
   PassManager PM(Opts.PM);
   if (Error E = PM.parsePipeline(Pipeline))
     return std::move(E);
@@ -122,7 +126,10 @@ Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
   auto Reported = std::make_shared<ReportedDiags>();
   DiagnosticHandler Diags = Ctx.Diags;
   Ctx.Diags = recordingHandler(Diags, Reported);
-  Error TrainErr = PM.run(*Model, Ctx);
+  Error TrainErr = [&] {
+    TimeRegion T(Opts.Timers.Training);
+    return PM.run(*Model, Ctx);
+  }();
   Ctx.Diags = Diags;
   if (TrainErr)
     return std::move(TrainErr);
@@ -130,12 +137,14 @@ Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
   if (!Full)
     return std::move(R);
   if (EvalCopy) {
+    TimeRegion T(Opts.Timers.Eval);
     auto Eval = buildEval(std::move(EvalCopy), *R.Train, Ctx,
                           evalHandler(Diags, Reported), Opts);
     if (!Eval)
       return Eval.takeError();
     R.Eval = std::move(*Eval);
   }
+  TimeRegion T(Opts.Timers.Emit);
   auto Plan = emitPlan(*R.Train, R.Eval.get(), Ctx.Config);
   if (!Plan)
     return Plan.takeError();

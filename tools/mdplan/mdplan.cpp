@@ -29,6 +29,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/Timer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
@@ -98,9 +99,11 @@ static cl::opt<bool> PrintAfterAll("print-after-all",
                                    cl::desc("Print the graph after each pass "
                                             "(to stderr)"),
                                    cl::cat(MainCat));
-static cl::opt<bool> TimePasses("time-passes",
-                                cl::desc("Time each pass (report on stderr)"),
-                                cl::cat(MainCat));
+static cl::opt<bool>
+    TimePasses("time-passes",
+               cl::desc("Time each pass and each phase of the compilation "
+                        "(reports on stderr)"),
+               cl::cat(MainCat));
 static cl::list<std::string>
     ExplainPlacement("explain-placement",
                      cl::desc("Show which stack entry decided the device of "
@@ -328,6 +331,33 @@ static void printDeployment(const DeploymentConfig &C, raw_ostream &OS) {
   OS << '\n';
 }
 
+/// --time-passes: the phases of a run, besides the pass report. Printed
+/// once, after the output is written; a failed run prints none.
+namespace {
+struct PhaseTimers {
+  llvm::TimerGroup Group{"mdplan-phases", "Compilation phase timing report"};
+  llvm::Timer Read{"read", "read model", Group};
+  llvm::Timer Write{"write", "write output", Group};
+  llvm::Timer EvalCopy{"eval-copy", "copy model for evaluation", Group};
+  llvm::Timer Training{"training", "training pipeline", Group};
+  llvm::Timer Eval{"eval", "evaluation program", Group};
+  llvm::Timer Emit{"emit", "emit and verify plan", Group};
+
+  CompileTimers compileTimers() { return {&EvalCopy, &Training, &Eval, &Emit}; }
+  /// Drops what was measured, so that destroying the group prints nothing.
+  void discard() {
+    for (llvm::Timer *T : {&Read, &Write, &EvalCopy, &Training, &Eval, &Emit})
+      T->clear();
+  }
+};
+} // namespace
+
+static std::unique_ptr<PhaseTimers> Phases;
+
+static llvm::Timer *phase(llvm::Timer PhaseTimers::*T) {
+  return Phases ? &(Phases.get()->*T) : nullptr;
+}
+
 /// --dump-plan: read a binary plan back, verify it and print it.
 static Error dumpPlan() {
   auto Plan = mdrt::PlanFile::load(DumpPlan);
@@ -372,6 +402,8 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
     CO.PM.PrintAfterAll = &errs();
   if (TimePasses)
     CO.PM.TimePasses = &errs();
+  if (Phases)
+    CO.Timers = Phases->compileTimers();
   PassContext Ctx(C);
   Ctx.Diags = DiagnosticHandler::stderrHandler();
   for (const std::string &N : ExplainPlacement)
@@ -387,6 +419,7 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
   if (!ExplainPlacement.empty() && Ctx.Explanations.empty())
     return makeError("--explain-placement needs the place-devices pass");
 
+  TimeRegion WriteTime(phase(&PhaseTimers::Write));
   std::error_code EC;
   ToolOutputFile Out(
       Path, EC, What == EmitKind::Plan ? sys::fs::OF_None : sys::fs::OF_Text);
@@ -466,7 +499,12 @@ static Error runTool(SourceMgr &SM) {
   RO.Format = Format;
   RO.SM = &SM;
   RO.Diags = DiagnosticHandler::stderrHandler();
-  auto G = readModelFile(InputFile, RO);
+  if (TimePasses)
+    Phases = std::make_unique<PhaseTimers>();
+  auto G = [&] {
+    TimeRegion T(phase(&PhaseTimers::Read));
+    return readModelFile(InputFile, RO);
+  }();
   if (!G)
     return G.takeError();
 
@@ -489,6 +527,8 @@ static Error runTool(SourceMgr &SM) {
     if (Error E = compileAndWrite(std::move(Model), C, Path))
       return E;
   }
+  if (Phases)
+    Phases->Group.print(errs(), /*ResetAfterPrint=*/true);
   return Error::success();
 }
 
@@ -559,7 +599,12 @@ int main(int argc, char **argv) {
       !sys::fs::file_size(InputFile, ModelBytes) && ModelBytes >= (64 << 10))
     restartWithHugePages(argv);
   SourceMgr SM;
-  if (Error E = runTool(SM)) {
+  Error E = runTool(SM);
+  // Before InitLLVM shuts LLVM down: the timers need its locks.
+  if (E && Phases)
+    Phases->discard();
+  Phases.reset();
+  if (E) {
     printErrors(std::move(E), errs(), &SM, "mdplan");
     return 1;
   }

@@ -23,7 +23,25 @@
 #include <string>
 #include <vector>
 
+namespace llvm {
+class Timer;
+} // namespace llvm
+
 namespace mdplan {
+
+/// Timers for the phases of compileModel (the training pipeline's passes
+/// have their own, PassManagerOptions::TimePasses). Any may be null; they
+/// accumulate over calls.
+struct CompileTimers {
+  /// Copying the model for the evaluation program.
+  llvm::Timer *EvalCopy = nullptr;
+  /// The training pipeline as a whole.
+  llvm::Timer *Training = nullptr;
+  /// The evaluation program's pipeline.
+  llvm::Timer *Eval = nullptr;
+  /// Emitting the plan and verifying it with the runtime's verifier.
+  llvm::Timer *Emit = nullptr;
+};
 
 struct CompileOptions {
   /// The training pipeline; empty for defaultPipeline().
@@ -35,6 +53,7 @@ struct CompileOptions {
   /// Examples per evaluation step; 0 for 100.
   int64_t EvalBatch = 0;
   PassManagerOptions PM;
+  CompileTimers Timers;
 };
 
 struct Compilation {
