@@ -10,6 +10,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <functional>
+
 using namespace llvm;
 using namespace mdplan;
 
@@ -61,22 +63,25 @@ Expected<std::vector<Node *>> mdplan::topologicalOrder(const Graph &G) {
   // order comes, which keeps the order stable.
   std::vector<Node *> Order;
   Order.reserve(G.size());
-  std::vector<Node *> Stack;
-  for (auto It = G.nodes().rbegin(), E = G.nodes().rend(); It != E; ++It)
-    if (Remaining[(*It)->getId()] == 0)
-      Stack.push_back(It->get());
-  // Process in graph order: keep a min-heap by id.
-  auto Cmp = [](Node *A, Node *B) { return A->getId() > B->getId(); };
-  std::make_heap(Stack.begin(), Stack.end(), Cmp);
-  while (!Stack.empty()) {
-    std::pop_heap(Stack.begin(), Stack.end(), Cmp);
-    Node *N = Stack.back();
-    Stack.pop_back();
+  // Process in graph order: a min-heap of ids, so ordering it reads no
+  // node.
+  std::vector<Node *> ById(G.getIdBound(), nullptr);
+  std::vector<unsigned> Ready;
+  for (const auto &NP : G.nodes()) {
+    ById[NP->getId()] = NP.get();
+    if (Remaining[NP->getId()] == 0)
+      Ready.push_back(NP->getId());
+  }
+  std::make_heap(Ready.begin(), Ready.end(), std::greater<unsigned>());
+  while (!Ready.empty()) {
+    std::pop_heap(Ready.begin(), Ready.end(), std::greater<unsigned>());
+    Node *N = ById[Ready.back()];
+    Ready.pop_back();
     Order.push_back(N);
     for (Node *U : Users.of(*N))
       if (--Remaining[U->getId()] == 0) {
-        Stack.push_back(U);
-        std::push_heap(Stack.begin(), Stack.end(), Cmp);
+        Ready.push_back(U->getId());
+        std::push_heap(Ready.begin(), Ready.end(), std::greater<unsigned>());
       }
   }
   if (Order.size() != G.size())
@@ -85,9 +90,15 @@ Expected<std::vector<Node *>> mdplan::topologicalOrder(const Graph &G) {
 }
 
 Error mdplan::verifyGraph(const Graph &G) {
-  DenseSet<const Node *> InGraph;
+  // Membership by id (ids are never reused); a node of another graph may
+  // have the same id.
+  std::vector<bool> Present(G.getIdBound(), false);
   for (const auto &N : G.nodes())
-    InGraph.insert(N.get());
+    Present[N->getId()] = true;
+  auto InGraph = [&](const Node *N) {
+    return &N->getGraph() == &G && N->getId() < Present.size() &&
+           Present[N->getId()];
+  };
   for (const auto &NP : G.nodes()) {
     const Node &N = *NP;
     if (G.lookup(N.getName()) != &N)
@@ -96,7 +107,7 @@ Error mdplan::verifyGraph(const Graph &G) {
     if (!Arity.empty())
       return N.error(Arity);
     for (const TensorRef &In : N.getInputs()) {
-      if (!In.N || !InGraph.count(In.N))
+      if (!In.N || !InGraph(In.N))
         return N.error("reads a node that is not in the graph");
       if (In.Index >= In.N->getNumOutputs())
         return N.error("reads '" + In.str() + "', but '" + In.N->getName() +
@@ -104,14 +115,14 @@ Error mdplan::verifyGraph(const Graph &G) {
                        (In.N->getNumOutputs() == 1 ? "" : "s"));
     }
     for (const Node *C : N.getControlInputs())
-      if (!InGraph.count(C))
+      if (!InGraph(C))
         return N.error("has a control input that is not in the graph");
-    if (N.getColocateWith() && !InGraph.count(N.getColocateWith()))
+    if (N.getColocateWith() && !InGraph(N.getColocateWith()))
       return N.error("is colocated with a node that is not in the graph");
   }
   for (unsigned C = 0; C < NumCollections; ++C)
     for (const Node *N : G.collection(Collection(C)))
-      if (!InGraph.count(N))
+      if (!InGraph(N))
         return makeError("collection " + collectionName(Collection(C)) +
                          " names a node that is not in the graph");
   auto Order = topologicalOrder(G);

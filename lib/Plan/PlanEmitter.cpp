@@ -91,8 +91,13 @@ private:
     return FB.CreateString(S.data(), S.size());
   }
   /// Strings many kernels repeat (op and attribute names) are stored once.
+  /// The builder's own pool (CreateSharedString) writes each string before
+  /// looking it up; this cache does not, and gives the same offsets.
   flatbuffers::Offset<flatbuffers::String> sharedStr(StringRef S) {
-    return FB.CreateSharedString(S.data(), S.size());
+    auto Ins = Shared.try_emplace(S);
+    if (Ins.second)
+      Ins.first->second = str(S);
+    return Ins.first->second;
   }
 
   /// What to reserve for the plan: the builder grows by doubling and copies
@@ -107,6 +112,7 @@ private:
   Graph *Eval;
   const DeploymentConfig &C;
   flatbuffers::FlatBufferBuilder FB;
+  StringMap<flatbuffers::Offset<flatbuffers::String>> Shared;
 
   std::vector<DeviceSpec> Devices;
   std::map<std::string, uint32_t> DeviceIds;
@@ -197,19 +203,22 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
     return Error::success();
   };
   // Roots first (graph order), then views, so a view follows its root.
-  for (int Views = 0; Views < 2; ++Views)
-    for (const auto &NP : G.nodes())
-      for (unsigned O = 0, NO = NP->getNumOutputs(); O != NO; ++O) {
-        auto It = S.Buffers.find({NP.get(), O});
-        if (It == S.Buffers.end())
-          return NP->error("output " + Twine(O) +
-                           " has no buffer (run "
-                           "plan-memory first)");
-        if (bool(It->second.AliasOf) != bool(Views))
-          continue;
-        if (Error E = Add({NP.get(), O}, It->second))
-          return E;
-      }
+  std::vector<std::pair<TensorKey, const DeployState::Buffer *>> Views;
+  for (const auto &NP : G.nodes())
+    for (unsigned O = 0, NO = NP->getNumOutputs(); O != NO; ++O) {
+      auto It = S.Buffers.find({NP.get(), O});
+      if (It == S.Buffers.end())
+        return NP->error("output " + Twine(O) +
+                         " has no buffer (run "
+                         "plan-memory first)");
+      if (It->second.AliasOf)
+        Views.push_back({{NP.get(), O}, &It->second});
+      else if (Error E = Add({NP.get(), O}, It->second))
+        return E;
+    }
+  for (auto &[K, B] : Views)
+    if (Error E = Add(K, *B))
+      return E;
   return Error::success();
 }
 
@@ -265,21 +274,18 @@ flatbuffers::Offset<fb::Attr> Emitter::emitAttr(StringRef Name, const Attr &A) {
   return fb::CreateAttr(FB, NameOff, K, I, F, S, Ints, Floats, Strings);
 }
 
-/// True when every output of \p N is a view: the node needs no kernel.
-static bool isViewOnly(const Node &N, const DeployState &S) {
-  if (N.getNumOutputs() == 0)
-    return false;
-  for (unsigned O = 0; O < N.getNumOutputs(); ++O) {
-    auto It = S.Buffers.find({&N, O});
-    if (It == S.Buffers.end() || !It->second.AliasOf)
-      return false;
-  }
-  return true;
-}
-
 flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
   Graph &G = *P.G;
   DeployState &S = G.deployState();
+  // True when every output of \p N is a view: the node needs no kernel.
+  auto isViewOnly = [&](const Node &N) {
+    if (N.getNumOutputs() == 0)
+      return false;
+    for (unsigned O = 0; O < N.getNumOutputs(); ++O)
+      if (Bufs[P.bufId({&N, O})].AliasOf < 0)
+        return false;
+    return true;
+  };
 
   // Devices of the program in plan order, and kernel ids.
   std::vector<std::pair<uint32_t, int>> DevOrder; // (plan dev, graph dev)
@@ -292,7 +298,7 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
   std::vector<const Node *> Kernels; // in kernel id order
   for (auto &[PD, GD] : DevOrder)
     for (Node *N : S.Schedules[GD])
-      if (!isViewOnly(*N, S)) {
+      if (!isViewOnly(*N)) {
         KernelId[N->getId()] = uint32_t(Kernels.size());
         Kernels.push_back(N);
       }
@@ -306,7 +312,7 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       [&](const Node *N) -> const Node * {
     if (IsKernel(N))
       return N;
-    if (isViewOnly(*N, S))
+    if (isViewOnly(*N))
       return Target(N->getInput(0).N);
     return nullptr;
   };
