@@ -863,8 +863,15 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
     I->DoneCV.wait(L, [&] { return I->Remaining == 0; });
   }
   ++Prog.Runs;
-  for (uint32_t D : Prog.Active)
-    MDRT_RETURN_IF_ERROR(I->Devices[D]->synchronize());
+  // Every device finishes its step, also when one fails: the next step
+  // reuses the staging buffers the others may still be copying from.
+  Status SyncErr = Status::ok();
+  for (uint32_t D : Prog.Active) {
+    Status S = I->Devices[D]->synchronize();
+    if (SyncErr.isOk() && !S.isOk())
+      SyncErr = S;
+  }
+  MDRT_RETURN_IF_ERROR(SyncErr);
   for (Status &S : I->RunErrors)
     if (!S.isOk()) {
       Status R = S;

@@ -21,9 +21,42 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#if defined(__CUDACC__)
+#define MDRT_HOST_DEVICE __host__ __device__
+#else
+#define MDRT_HOST_DEVICE
+#endif
+
 namespace mdrt {
+
+/// Cast's conversion of one element, the same on every device. Float to
+/// integer truncates toward zero; NaN and values outside the integer
+/// type's range give its minimum (what x86's conversions give; C++ leaves
+/// them undefined, and CUDA's saturate). Anything to bool is `!= 0`.
+template <typename To, typename From>
+MDRT_HOST_DEVICE inline To castValue(From V) {
+  if constexpr (std::is_same<To, bool>::value) {
+    return V != From(0);
+  } else if constexpr (std::is_floating_point<From>::value &&
+                       std::is_integral<To>::value) {
+    static_assert(std::is_signed<To>::value, "integer types are signed");
+    // 2^(bits-1) as a float is exact; values that truncate into the range
+    // lie in (-2^(bits-1) - 1, 2^(bits-1)). (-Limit - 1 may round to
+    // -Limit, whose truncation is the minimum anyway.) No numeric_limits:
+    // device code may not call it.
+    constexpr From Limit = From(uint64_t(1) << (sizeof(To) * 8 - 1));
+    constexpr int64_t Min = -(int64_t(1) << (sizeof(To) * 8 - 2)) * 2;
+    if (!(V > -Limit - From(1) && V < Limit))
+      return To(Min);
+    return static_cast<To>(V);
+  } else {
+    return static_cast<To>(V);
+  }
+}
+
 namespace cpu {
 
 /// Checks the number of inputs (in [MinIn, MaxIn]) and outputs.

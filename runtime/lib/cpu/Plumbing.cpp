@@ -64,14 +64,6 @@ KernelOr createBatchSlice(const KernelInfo &I) {
 // Cast
 //===----------------------------------------------------------------------===//
 
-template <typename To, typename From> To convert(From V) {
-  if constexpr (std::is_same<To, bool>::value)
-    return V != From(0);
-  else
-    // Float to int truncates toward zero (C++ semantics).
-    return static_cast<To>(V);
-}
-
 template <typename From, typename To> class CastKernel : public Kernel {
 public:
   CastKernel(int64_t N, int Threads) : N(N), Threads(Threads) {}
@@ -80,7 +72,7 @@ public:
     To *Y = static_cast<To *>(C.Out[0]);
     parallelFor(N, GrainCheap, Threads, [=](int64_t B, int64_t E) {
       for (int64_t K = B; K < E; ++K)
-        Y[K] = convert<To>(X[K]);
+        Y[K] = castValue<To>(X[K]);
     });
   }
 

@@ -30,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifdef MDRT_HAVE_CUDNN
@@ -72,13 +73,41 @@ struct Context {
   uint64_t *DevStep = nullptr;
   uint64_t *HostStep = nullptr;
 
-  /// Records the first failure of an asynchronous operation.
+  /// Records the first failure of an asynchronous operation. While the
+  /// device's thread captures a graph, its failures are the capture's (see
+  /// beginCapture()); other threads' (a copy to the host they asked for)
+  /// stay the device's.
   void fail(const Status &S) {
+    if (S.isOk())
+      return;
     std::lock_guard<std::mutex> L(M);
-    if (!Failed && !S.isOk()) {
+    if (Capturing && CaptureThread == std::this_thread::get_id()) {
+      if (!CaptureFailed) {
+        CaptureFailed = true;
+        CaptureMessage = S.message();
+      }
+      return;
+    }
+    if (!Failed) {
       Failed = true;
       Message = S.message();
     }
+  }
+  /// From now on, the calling thread's failures belong to a capture.
+  void beginCapture() {
+    std::lock_guard<std::mutex> L(M);
+    Capturing = true;
+    CaptureThread = std::this_thread::get_id();
+    CaptureFailed = false;
+    CaptureMessage.clear();
+  }
+  /// Ends the capture: the first failure recorded during it.
+  Status endCapture() {
+    std::lock_guard<std::mutex> L(M);
+    Capturing = false;
+    bool Was = CaptureFailed;
+    CaptureFailed = false;
+    return Was ? Status::error(std::move(CaptureMessage)) : Status::ok();
   }
   /// Records a failed launch (cudaGetLastError after a kernel launch).
   void checkLaunch(const char *What) {
@@ -91,18 +120,15 @@ struct Context {
     std::lock_guard<std::mutex> L(M);
     return Failed ? Status::error(Message) : Status::ok();
   }
-  /// The first recorded error (and clears it).
-  Status takeError() {
-    std::lock_guard<std::mutex> L(M);
-    bool Was = Failed;
-    Failed = false;
-    return Was ? Status::error(std::move(Message)) : Status::ok();
-  }
 
 private:
   std::mutex M;
   bool Failed = false;
   std::string Message;
+  bool Capturing = false;
+  std::thread::id CaptureThread;
+  bool CaptureFailed = false;
+  std::string CaptureMessage;
 };
 
 /// The Context of the device made current on this thread by activate(), or

@@ -661,12 +661,13 @@ Status cuda::beginCapture(Device &D) {
   if (!C)
     return Status::error("device " + D.name() + " is not a GPU");
   // A failure from before the capture is not the capture's: leave it for
-  // the step's synchronize to report (endCapture takes the errors it finds).
+  // the step's synchronize to report (endCapture takes only the capture's).
   if (Status Before = C->context().error(); !Before.isOk())
     return Status::error("the device failed before the capture: " +
                          Before.message());
   MDRT_CUDA_TRY(cudaStreamBeginCapture(C->context().Stream,
                                        cudaStreamCaptureModeThreadLocal));
+  C->context().beginCapture();
   return Status::ok();
 }
 
@@ -676,9 +677,9 @@ StatusOr<std::unique_ptr<cuda::Graph>> cuda::endCapture(Device &D) {
     return Status::error("device " + D.name() + " is not a GPU");
   cudaGraph_t G = nullptr;
   cudaError_t E = cudaStreamEndCapture(C->context().Stream, &G);
-  // Errors recorded while capturing (an operation that cannot be captured
-  // invalidates the capture).
-  Status Pending = C->context().takeError();
+  // Errors this thread recorded while capturing (an operation that cannot
+  // be captured invalidates the capture); other threads' stay the device's.
+  Status Pending = C->context().endCapture();
   if (E != cudaSuccess) {
     cudaGetLastError();
     if (G)

@@ -864,12 +864,7 @@ KernelOr createBatchSlice(const KernelInfo &I) {
 
 template <typename From, typename To>
 __global__ void castKernel(const From *X, To *Y, int64_t N) {
-  GRID_STRIDE(K, N) {
-    if constexpr (std::is_same<To, bool>::value)
-      Y[K] = X[K] != From(0);
-    else
-      Y[K] = static_cast<To>(X[K]);
-  }
+  GRID_STRIDE(K, N) { Y[K] = castValue<To>(X[K]); }
 }
 
 template <typename From, typename To> class CastKernel : public CudaKernel {

@@ -7,6 +7,7 @@
 #include "KernelTestUtil.h"
 
 #include <algorithm>
+#include <limits>
 
 using namespace mdrt;
 using namespace mdrt::test;
@@ -137,6 +138,33 @@ TEST(CpuKernels, CastConvertsAndTruncatesTowardZero) {
     C.attr("dtype", To).input(F).output(To, {6}).run();
     expectEqual(C.out(0), {-2, 0, 0, 0, 2, 7}, "float to int");
   }
+  // NaN and values outside the integer range give its minimum, on every
+  // device (C++ leaves them undefined, CUDA saturates).
+  const double NaN = std::numeric_limits<double>::quiet_NaN();
+  const double Inf = std::numeric_limits<double>::infinity();
+  TT Odd(DType::Float64, {8},
+         {NaN, Inf, -Inf, 3e9, -3e9, 2147483647.9, -2147483648.9, -1e19});
+  OpRunner O32("Cast");
+  O32.attr("dtype", DType::Int32).input(Odd).output(DType::Int32, {8}).run();
+  const double Min32 = -2147483648.0;
+  expectEqual(O32.out(0),
+              {Min32, Min32, Min32, Min32, Min32, 2147483647, Min32, Min32},
+              "double to int32, out of range");
+  OpRunner O64("Cast");
+  O64.attr("dtype", DType::Int64).input(Odd).output(DType::Int64, {8}).run();
+  std::vector<double> G64 = O64.out(0);
+  const double Min64 = -9223372036854775808.0;
+  EXPECT_EQ(G64[0], Min64);
+  EXPECT_EQ(G64[1], Min64);
+  EXPECT_EQ(G64[2], Min64);
+  EXPECT_EQ(G64[3], 3e9);
+  EXPECT_EQ(G64[4], -3e9);
+  EXPECT_EQ(G64[7], Min64);
+  TT OddF(DType::Float32, {3}, {NaN, 2147483648.0, -2147483648.0});
+  OpRunner F32("Cast");
+  F32.attr("dtype", DType::Int32).input(OddF).output(DType::Int32, {3}).run();
+  expectEqual(F32.out(0), {Min32, Min32, Min32}, "float to int32, edges");
+
   OpRunner B("Cast");
   B.attr("dtype", DType::Bool).input(F).output(DType::Bool, {6}).run();
   expectEqual(B.out(0), {1, 1, 0, 1, 1, 1}, "float to bool");
