@@ -206,14 +206,14 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
   std::vector<std::pair<TensorKey, const DeployState::Buffer *>> Views;
   for (const auto &NP : G.nodes())
     for (unsigned O = 0, NO = NP->getNumOutputs(); O != NO; ++O) {
-      auto It = S.Buffers.find({NP.get(), O});
-      if (It == S.Buffers.end())
+      const DeployState::Buffer *B = S.bufferOf(*NP, O);
+      if (!B)
         return NP->error("output " + Twine(O) +
                          " has no buffer (run "
                          "plan-memory first)");
-      if (It->second.AliasOf)
-        Views.push_back({{NP.get(), O}, &It->second});
-      else if (Error E = Add({NP.get(), O}, It->second))
+      if (B->AliasOf)
+        Views.push_back({{NP.get(), O}, B});
+      else if (Error E = Add({NP.get(), O}, *B))
         return E;
     }
   for (auto &[K, B] : Views)

@@ -119,7 +119,6 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
   };
   std::vector<Root> Roots;
   OutputTable<unsigned> RootIndex(G, NoIndex);
-  S.Buffers.reserve(G.size());
   for (const auto &NP : G.nodes()) {
     const Node *N = NP.get();
     if (isPersistent(*N))
@@ -158,6 +157,7 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
   }
 
   // Offsets per device.
+  S.Buffers.emplace(G, DeployState::Buffer());
   std::vector<std::vector<LiveRange>> Ranges(NumDevices);
   std::vector<std::vector<TensorKey>> Keys(NumDevices);
   for (const Root &R : Roots) {
@@ -173,7 +173,7 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
     M.NumBuffers = Ranges[D].size();
     for (size_t I = 0; I < Keys[D].size(); ++I) {
       M.NaiveBytes += alignUp(std::max<uint64_t>(Ranges[D][I].Bytes, 1), Align);
-      DeployState::Buffer &B = S.Buffers[Keys[D][I]];
+      DeployState::Buffer &B = *S.Buffers->find(*Keys[D][I].first, Keys[D][I].second);
       B.Device = int(D);
       B.Offset = P.Offsets[I];
       B.Bytes = Ranges[D][I].Bytes;
@@ -181,8 +181,8 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
   }
   // Views take their root's place.
   for (auto &[K, V] : Views) {
-    const DeployState::Buffer &R = S.Buffers[V.first];
-    DeployState::Buffer &B = S.Buffers[K];
+    const DeployState::Buffer &R = *S.Buffers->find(*V.first.first, V.first.second);
+    DeployState::Buffer &B = *S.Buffers->find(*K.first, K.second);
     B.Device = R.Device;
     B.Offset = R.Offset + uint64_t(V.second);
     B.Bytes = uint64_t(K.first->getOutputType(K.second).byteSize());
@@ -195,7 +195,7 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
     int D = NP->getDevice();
     uint64_t Align = alignmentFor(G.getDevice(D));
     DeployState::DeviceMemory &M = S.Memory[D];
-    DeployState::Buffer &B = S.Buffers[{NP.get(), 0}];
+    DeployState::Buffer &B = *S.Buffers->find(*NP, 0);
     B.Device = D;
     B.Persistent = true;
     B.Bytes = uint64_t(NP->getOutputType(0).byteSize());

@@ -19,6 +19,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,15 +91,24 @@ struct DeployState {
 
   // plan-memory.
   struct Buffer {
-    int Device = -1;
     /// Offset in the device's arena, or in its persistent region.
     uint64_t Offset = 0;
     uint64_t Bytes = 0;
-    bool Persistent = false;
     /// Set when the buffer is a view into another node's output.
     TensorRef AliasOf;
+    /// -1 until plan-memory gives the output a buffer.
+    int Device = -1;
+    bool Persistent = false;
   };
-  llvm::DenseMap<std::pair<const Node *, unsigned>, Buffer> Buffers;
+  /// Every output's buffer, made by plan-memory (for the nodes of then).
+  std::optional<OutputTable<Buffer>> Buffers;
+  /// The buffer of output \p Index of \p N, or null when it has none.
+  const Buffer *bufferOf(const Node &N, unsigned Index) const {
+    if (!Buffers)
+      return nullptr;
+    const Buffer *B = Buffers->find(N, Index);
+    return B && B->Device >= 0 ? B : nullptr;
+  }
   struct DeviceMemory {
     uint64_t ArenaBytes = 0;
     uint64_t PersistentBytes = 0;
