@@ -136,17 +136,25 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
     if (!CI.SumLoss)
       continue;
     // Nodes the loss depends on, in post-order (inputs first).
+    // Per-node flags of the graph as it is before this clone's gradients,
+    // indexed by node id.
+    enum : uint8_t { SeenFlag = 1, RelevantFlag = 2, DependsFlag = 4 };
+    std::vector<uint8_t> Flags(G.getIdBound(), 0);
+    auto Has = [&](const Node *N, uint8_t F) {
+      return N->getId() < Flags.size() && (Flags[N->getId()] & F);
+    };
     std::vector<Node *> Order;
-    DenseSet<Node *> Seen;
     SmallVector<std::pair<Node *, unsigned>, 64> Stack;
     Stack.push_back({CI.SumLoss, 0});
-    Seen.insert(CI.SumLoss);
+    Flags[CI.SumLoss->getId()] |= SeenFlag;
     while (!Stack.empty()) {
       auto &[N, Next] = Stack.back();
       if (Next < N->getNumInputs()) {
         Node *In = N->getInput(Next++).N;
-        if (Seen.insert(In).second)
+        if (!(Flags[In->getId()] & SeenFlag)) {
+          Flags[In->getId()] |= SeenFlag;
           Stack.push_back({In, 0});
+        }
         continue;
       }
       Order.push_back(N);
@@ -154,28 +162,34 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
     }
     // Nodes that depend on a trainable variable through float tensors, and
     // through tensors of any type.
-    DenseSet<Node *> Relevant, DependsOnVar;
     for (Node *N : Order) {
+      uint8_t &F = Flags[N->getId()];
       if (isTrainable(*N)) {
-        Relevant.insert(N);
-        DependsOnVar.insert(N);
+        F |= RelevantFlag | DependsFlag;
         continue;
       }
       for (const TensorRef &In : N->getInputs()) {
-        if (DependsOnVar.count(In.N))
-          DependsOnVar.insert(N);
-        if (Relevant.count(In.N) && isFloat(In.type().Elt)) {
-          Relevant.insert(N);
+        if (Has(In.N, DependsFlag))
+          F |= DependsFlag;
+        if (Has(In.N, RelevantFlag) && isFloat(In.type().Elt)) {
+          F |= RelevantFlag;
           break;
         }
       }
     }
+    auto Relevant = [&](const Node *N) { return Has(N, RelevantFlag); };
+    DenseSet<Node *> DependsOnVar;
+    auto DependsOn = [&](const Node *N) { return Has(N, DependsFlag); };
     // A loss whose gradients cannot reach the variables it depends on.
     auto NoteBlocked = [&] {
-      if (!Blocked && DependsOnVar.count(CI.SumLoss))
+      if (!Blocked && DependsOn(CI.SumLoss)) {
+        for (Node *N : Order)
+          if (DependsOn(N))
+            DependsOnVar.insert(N);
         Blocked = noGradientsError(CI.SumLoss, DependsOnVar, CI.Index);
+      }
     };
-    if (!Relevant.count(CI.SumLoss)) {
+    if (!Relevant(CI.SumLoss)) {
       NoteBlocked();
       continue;
     }
@@ -205,7 +219,7 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
 
     for (auto It = Order.rbegin(), E = Order.rend(); It != E; ++It) {
       Node *N = *It;
-      if (!Relevant.count(N) || N->getOp().isVariable())
+      if (!Relevant(N) || N->getOp().isVariable())
         continue;
       std::string GradScope =
           Prefix + stripScope(N->getName(), CI.Scope).str() + "_grad";
@@ -229,7 +243,7 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
       SmallVector<TensorRef, 4> InGrads(N->getNumInputs());
       SmallVector<bool, 4> Needed;
       for (const TensorRef &In : N->getInputs())
-        Needed.push_back(Relevant.count(In.N) && isFloat(In.type().Elt));
+        Needed.push_back(Relevant(In.N) && isFloat(In.type().Elt));
       B.setNeeded(Needed);
       if (Error Err = Op.Gradient(B, *N, OutGrads, InGrads))
         return Err;
@@ -237,7 +251,7 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
         return Err;
       for (unsigned I = 0, NI = N->getNumInputs(); I != NI; ++I) {
         TensorRef In = N->getInput(I);
-        if (!InGrads[I] || !Relevant.count(In.N) || !isFloat(In.type().Elt))
+        if (!InGrads[I] || !Relevant(In.N) || !isFloat(In.type().Elt))
           continue;
         if (!(InGrads[I].type().Dims == In.type().Dims))
           return N->error("gradient rule of " + Op.Name + " produced " +
@@ -250,7 +264,7 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
     // The gradient of each variable the clone reads.
     std::vector<Node *> Roots;
     for (Node *N : Order) {
-      if (!isTrainable(*N) || !Relevant.count(N))
+      if (!isTrainable(*N) || !Relevant(N))
         continue;
       B.setPrefix(Prefix + stripScope(N->getName(), CI.Scope).str() + "_grad");
       B.ColocateWith = nullptr;
@@ -274,20 +288,26 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
 
     // Drop what the rules made that no gradient needs (e.g. the gradient of
     // the first layer's input).
-    DenseSet<Node *> Created(B.Created.begin(), B.Created.end());
-    DenseSet<Node *> Needed;
+    enum : uint8_t { CreatedFlag = 1, NeededFlag = 2 };
+    std::vector<uint8_t> Made(G.getIdBound(), 0);
+    for (Node *N : B.Created)
+      Made[N->getId()] |= CreatedFlag;
     SmallVector<Node *, 64> Work(Roots.begin(), Roots.end());
     for (Node *R : Roots)
-      Needed.insert(R);
+      Made[R->getId()] |= NeededFlag;
     while (!Work.empty()) {
       Node *N = Work.pop_back_val();
-      for (const TensorRef &In : N->getInputs())
-        if (Created.count(In.N) && Needed.insert(In.N).second)
+      for (const TensorRef &In : N->getInputs()) {
+        uint8_t &F = Made[In.N->getId()];
+        if ((F & CreatedFlag) && !(F & NeededFlag)) {
+          F |= NeededFlag;
           Work.push_back(In.N);
+        }
+      }
     }
     G.eraseIf([&](const Node &N) {
-      Node *P = const_cast<Node *>(&N);
-      return Created.count(P) && !Needed.count(P);
+      uint8_t F = Made[N.getId()];
+      return (F & CreatedFlag) && !(F & NeededFlag);
     });
   }
   if (Blocked && !AnyGradient)
