@@ -81,6 +81,7 @@ Error PartitionPass::run(Graph &G, PassContext &Ctx) {
             G.createNode(G.uniqueName("_send/" + Part + "/to_" + DevShort[Dst]),
                          opDef(OpKind::Send));
         Send->setInputs({In});
+        Send->attrs().reserve(2);
         Send->attrs().set("channel", int64_t(Channel));
         Send->attrs().set("to", DevName[Dst]);
         Recv =

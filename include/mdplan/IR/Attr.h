@@ -118,9 +118,11 @@ public:
   bool operator==(const AttrDict &O) const { return Entries == O.Entries; }
 
 private:
-  /// Room for two inline: half the nodes of a training graph have two or
-  /// fewer; variables and optimizer updates have ten or more.
-  llvm::SmallVector<Entry, 2> Entries;
+  /// No inline room: a third of a training graph's nodes have no
+  /// attribute, and the others mostly two, four or (variables) ten, which
+  /// verifyAndCompleteAttrs allocates once at their final count. Inline
+  /// room would cost every node its size (88 bytes an entry).
+  llvm::SmallVector<Entry, 0> Entries;
 };
 
 } // namespace mdplan
