@@ -48,13 +48,14 @@ NUM = re.compile(r"([\d.]+) \(\s*[\d.]+%\)")
 
 def parse_time_passes(stderr, column):
     """Pass name -> seconds (column -1: wall, -2: user+system), from the
-    first report on stderr."""
+    first pass report on stderr (not the evaluation program's, nor the
+    compilation phase report that follows)."""
     out = {}
     reports = 0
     for line in stderr.splitlines():
-        if "Pass execution timing report" in line:
+        if "timing report" in line:
             reports += 1
-            if reports > 1:
+            if reports > 1 or "Pass execution" not in line:
                 break
             continue
         m = ROW.match(line)
