@@ -350,11 +350,19 @@ ConsumerTable::ConsumerTable(const Graph &G) : Begin(G.getIdBound() + 1, 0) {
   for (size_t I = 1; I < Begin.size(); ++I)
     Begin[I] += Begin[I - 1];
   All.resize(Begin.back());
+  AllIds.resize(Begin.back());
   std::vector<unsigned> Next(Begin.begin(), Begin.end() - 1);
   for (const auto &N : G.nodes()) {
-    for (const TensorRef &In : N->getInputs())
-      All[Next[In.N->getId()]++] = N.get();
-    for (const Node *C : N->getControlInputs())
-      All[Next[C->getId()]++] = N.get();
+    unsigned Id = N->getId();
+    for (const TensorRef &In : N->getInputs()) {
+      unsigned K = Next[In.N->getId()]++;
+      All[K] = N.get();
+      AllIds[K] = Id;
+    }
+    for (const Node *C : N->getControlInputs()) {
+      unsigned K = Next[C->getId()]++;
+      All[K] = N.get();
+      AllIds[K] = Id;
+    }
   }
 }

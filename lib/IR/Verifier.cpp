@@ -75,12 +75,12 @@ Expected<std::vector<Node *>> mdplan::topologicalOrder(const Graph &G) {
   std::make_heap(Ready.begin(), Ready.end(), std::greater<unsigned>());
   while (!Ready.empty()) {
     std::pop_heap(Ready.begin(), Ready.end(), std::greater<unsigned>());
-    Node *N = ById[Ready.back()];
+    unsigned Id = Ready.back();
     Ready.pop_back();
-    Order.push_back(N);
-    for (Node *U : Users.of(*N))
-      if (--Remaining[U->getId()] == 0) {
-        Ready.push_back(U->getId());
+    Order.push_back(ById[Id]);
+    for (unsigned U : Users.idsOf(Id))
+      if (--Remaining[U] == 0) {
+        Ready.push_back(U);
         std::push_heap(Ready.begin(), Ready.end(), std::greater<unsigned>());
       }
   }

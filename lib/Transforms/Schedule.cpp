@@ -138,28 +138,32 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
     }
   // The ready set holds (rank, id) packed in one integer, so ordering it
   // reads no node.
+  // By id: the node, and the device of its kernel (-1: none), so that
+  // taking a node from the ready set reads no node either.
   std::vector<Node *> ById(Bound, nullptr);
-  for (const auto &NP : G.nodes())
+  std::vector<int> KernelDevice(Bound, -1);
+  for (const auto &NP : G.nodes()) {
     ById[NP->getId()] = NP.get();
-  auto Key = [&](const Node &N) {
-    return (uint64_t(Rank[N.getId()]) << 32) | N.getId();
-  };
+    if (hasKernel(*NP))
+      KernelDevice[NP->getId()] = NP->getDevice();
+  }
+  auto Key = [&](unsigned Id) { return (uint64_t(Rank[Id]) << 32) | Id; };
   std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<uint64_t>>
       Ready;
   for (const auto &NP : G.nodes())
     if (Pending[NP->getId()] == 0)
-      Ready.push(Key(*NP));
+      Ready.push(Key(NP->getId()));
   S.Schedules.assign(G.getDevices().size(), {});
   size_t Done = 0;
   while (!Ready.empty()) {
-    Node *N = ById[uint32_t(Ready.top())];
+    unsigned Id = uint32_t(Ready.top());
     Ready.pop();
     ++Done;
-    if (hasKernel(*N))
-      S.Schedules[N->getDevice()].push_back(N);
-    for (Node *U : Users.of(*N))
-      if (--Pending[U->getId()] == 0)
-        Ready.push(Key(*U));
+    if (KernelDevice[Id] >= 0)
+      S.Schedules[KernelDevice[Id]].push_back(ById[Id]);
+    for (unsigned U : Users.idsOf(Id))
+      if (--Pending[U] == 0)
+        Ready.push(Key(U));
   }
   if (Done != G.size()) {
     // A variable read after its update in the same step, typically.

@@ -433,11 +433,24 @@ public:
     return llvm::ArrayRef<Node *>(All).slice(Begin[Id],
                                              Begin[Id + 1] - Begin[Id]);
   }
+  /// The ids of of(N), in the same order: a walk over ids reads no
+  /// consumer node.
+  llvm::ArrayRef<unsigned> idsOf(const Node &N) const {
+    return idsOf(N.getId());
+  }
+  /// The ids of the consumers of the node with id \p Id.
+  llvm::ArrayRef<unsigned> idsOf(unsigned Id) const {
+    if (Id + 1 >= Begin.size())
+      return {};
+    return llvm::ArrayRef<unsigned>(AllIds).slice(Begin[Id],
+                                                  Begin[Id + 1] - Begin[Id]);
+  }
 
 private:
   /// Node id -> index of its first consumer in All; one more than ids.
   std::vector<unsigned> Begin;
   std::vector<Node *> All;
+  std::vector<unsigned> AllIds;
 };
 
 /// A value for every output of every node of one graph, in one array
