@@ -93,6 +93,13 @@ private:
   /// Strings many kernels repeat (op and attribute names) are stored once.
   /// The builder's own pool (CreateSharedString) writes each string before
   /// looking it up; this cache does not, and gives the same offsets.
+  /// An op's name, shared: looked up by op, not by hashing the name.
+  flatbuffers::Offset<flatbuffers::String> opName(const OpDef &Op) {
+    auto Ins = OpNames.try_emplace(&Op);
+    if (Ins.second)
+      Ins.first->second = sharedStr(Op.Name);
+    return Ins.first->second;
+  }
   flatbuffers::Offset<flatbuffers::String> sharedStr(StringRef S) {
     auto Ins = Shared.try_emplace(S);
     if (Ins.second)
@@ -113,6 +120,7 @@ private:
   const DeploymentConfig &C;
   flatbuffers::FlatBufferBuilder FB;
   StringMap<flatbuffers::Offset<flatbuffers::String>> Shared;
+  DenseMap<const OpDef *, flatbuffers::Offset<flatbuffers::String>> OpNames;
 
   std::vector<DeviceSpec> Devices;
   std::map<std::string, uint32_t> DeviceIds;
@@ -360,7 +368,7 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       }
       SmallVector<uint32_t, 4> W = WaitsOf(N);
       KernelOffs.push_back(fb::CreateKernel(
-          FB, str(N->getName()), sharedStr(N->getOpName()),
+          FB, str(N->getName()), opName(N->getOp()),
           FB.CreateVector(Attrs), FB.CreateVector(InIds),
           FB.CreateVector(OutIds), FB.CreateVector(W.data(), W.size()),
           Signals[N->getId()]));
