@@ -225,9 +225,13 @@ void NodeDestroyer::operator()(Node *N) const { N->~Node(); }
 Node *Graph::createNode(StringRef Name, const OpDef &Op) {
   auto Ins = Names.try_emplace(Name, nullptr);
   assert(Ins.second && "node name already taken");
-  auto *N = new (Alloc.Allocate<Node>())
-      Node(*this, NextId++, Ins.first->getKey(), Op);
-  Ins.first->second = N;
+  return createNode(*Ins.first, Op);
+}
+
+Node *Graph::createNode(StringMapEntry<Node *> &Entry, const OpDef &Op) {
+  auto *N =
+      new (Alloc.Allocate<Node>()) Node(*this, NextId++, Entry.getKey(), Op);
+  Entry.second = N;
   NodeList.emplace_back(N);
   N->setNumOutputs(Op.NumOutputs >= 0 ? Op.NumOutputs : 0);
   return N;
@@ -245,6 +249,10 @@ std::string Graph::uniqueName(StringRef Base) {
 }
 
 Node *Graph::createNodeUnique(StringRef Base, const OpDef &Op) {
+  // One lookup when the name is free (the common case).
+  auto Ins = Names.try_emplace(Base, nullptr);
+  if (Ins.second)
+    return createNode(*Ins.first, Op);
   return createNode(uniqueName(Base), Op);
 }
 

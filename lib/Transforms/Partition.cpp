@@ -78,14 +78,14 @@ Error PartitionPass::run(Graph &G, PassContext &Ctx) {
       if (!Recv) {
         std::string Part = tensorNamePart(In);
         Node *Send =
-            G.createNode(G.uniqueName("_send/" + Part + "/to_" + DevShort[Dst]),
+            G.createNodeUnique("_send/" + Part + "/to_" + DevShort[Dst],
                          opDef(OpKind::Send));
         Send->setInputs({In});
         Send->attrs().reserve(2);
         Send->attrs().set("channel", int64_t(Channel));
         Send->attrs().set("to", DevName[Dst]);
         Recv =
-            G.createNode(G.uniqueName("_recv/" + Part + "/on_" + DevShort[Dst]),
+            G.createNodeUnique("_recv/" + Part + "/on_" + DevShort[Dst],
                          opDef(OpKind::Recv));
         Recv->attrs().reserve(4);
         Recv->attrs().set("channel", int64_t(Channel));

@@ -406,6 +406,8 @@ private:
   std::map<std::string, int> DeviceIndex;
 
   friend class Node;
+  /// Creates a node named by \p Entry, a new entry of Names.
+  Node *createNode(llvm::StringMapEntry<Node *> &Entry, const OpDef &Op);
   /// The graph's copy of \p D (see Node::setRequestedDevice).
   const DeviceSpec *internRequested(const DeviceSpec &D);
   std::deque<DeviceSpec> RequestedSpecs;
