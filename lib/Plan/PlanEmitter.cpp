@@ -368,10 +368,9 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       }
       SmallVector<uint32_t, 4> W = WaitsOf(N);
       KernelOffs.push_back(fb::CreateKernel(
-          FB, str(N->getName()), opName(N->getOp()),
-          FB.CreateVector(Attrs), FB.CreateVector(InIds),
-          FB.CreateVector(OutIds), FB.CreateVector(W.data(), W.size()),
-          Signals[N->getId()]));
+          FB, str(N->getName()), opName(N->getOp()), FB.CreateVector(Attrs),
+          FB.CreateVector(InIds), FB.CreateVector(OutIds),
+          FB.CreateVector(W.data(), W.size()), Signals[N->getId()]));
     }
     const DeployState::DeviceMemory &M = S.Memory[GD];
     DevProgs.push_back(fb::CreateDeviceProgram(

@@ -77,16 +77,14 @@ Error PartitionPass::run(Graph &G, PassContext &Ctx) {
       Node *&Recv = Recvs[{In.N, In.Index, Dst}];
       if (!Recv) {
         std::string Part = tensorNamePart(In);
-        Node *Send =
-            G.createNodeUnique("_send/" + Part + "/to_" + DevShort[Dst],
-                         opDef(OpKind::Send));
+        Node *Send = G.createNodeUnique(
+            "_send/" + Part + "/to_" + DevShort[Dst], opDef(OpKind::Send));
         Send->setInputs({In});
         Send->attrs().reserve(2);
         Send->attrs().set("channel", int64_t(Channel));
         Send->attrs().set("to", DevName[Dst]);
-        Recv =
-            G.createNodeUnique("_recv/" + Part + "/on_" + DevShort[Dst],
-                         opDef(OpKind::Recv));
+        Recv = G.createNodeUnique("_recv/" + Part + "/on_" + DevShort[Dst],
+                                  opDef(OpKind::Recv));
         Recv->attrs().reserve(4);
         Recv->attrs().set("channel", int64_t(Channel));
         Recv->attrs().set("from", DevName[Src]);

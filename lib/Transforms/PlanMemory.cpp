@@ -173,7 +173,8 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
     M.NumBuffers = Ranges[D].size();
     for (size_t I = 0; I < Keys[D].size(); ++I) {
       M.NaiveBytes += alignUp(std::max<uint64_t>(Ranges[D][I].Bytes, 1), Align);
-      DeployState::Buffer &B = *S.Buffers->find(*Keys[D][I].first, Keys[D][I].second);
+      DeployState::Buffer &B =
+          *S.Buffers->find(*Keys[D][I].first, Keys[D][I].second);
       B.Device = int(D);
       B.Offset = P.Offsets[I];
       B.Bytes = Ranges[D][I].Bytes;
@@ -181,7 +182,8 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
   }
   // Views take their root's place.
   for (auto &[K, V] : Views) {
-    const DeployState::Buffer &R = *S.Buffers->find(*V.first.first, V.first.second);
+    const DeployState::Buffer &R =
+        *S.Buffers->find(*V.first.first, V.first.second);
     DeployState::Buffer &B = *S.Buffers->find(*K.first, K.second);
     B.Device = R.Device;
     B.Offset = R.Offset + uint64_t(V.second);
