@@ -93,13 +93,6 @@ private:
   /// Strings many kernels repeat (op and attribute names) are stored once.
   /// The builder's own pool (CreateSharedString) writes each string before
   /// looking it up; this cache does not, and gives the same offsets.
-  /// An op's name, shared: looked up by op, not by hashing the name.
-  flatbuffers::Offset<flatbuffers::String> opName(const OpDef &Op) {
-    auto Ins = OpNames.try_emplace(&Op);
-    if (Ins.second)
-      Ins.first->second = sharedStr(Op.Name);
-    return Ins.first->second;
-  }
   flatbuffers::Offset<flatbuffers::String> sharedStr(StringRef S) {
     auto Ins = Shared.try_emplace(S);
     if (Ins.second)
@@ -120,14 +113,13 @@ private:
   const DeploymentConfig &C;
   flatbuffers::FlatBufferBuilder FB;
   StringMap<flatbuffers::Offset<flatbuffers::String>> Shared;
-  DenseMap<const OpDef *, flatbuffers::Offset<flatbuffers::String>> OpNames;
 
   std::vector<DeviceSpec> Devices;
   std::map<std::string, uint32_t> DeviceIds;
   std::vector<uint64_t> Arena, Persistent;
   std::vector<BufInfo> Bufs;
-  StringMap<uint32_t> VariableBuffer;             // train variables by name
-  std::vector<const Node *> VarNodes;             // in plan order
+  StringMap<uint32_t> VariableBuffer; // train variables by name
+  std::vector<const Node *> VarNodes; // in plan order
   std::vector<std::pair<const Node *, uint32_t>> ConstNodes;
 };
 
@@ -368,9 +360,10 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       }
       SmallVector<uint32_t, 4> W = WaitsOf(N);
       KernelOffs.push_back(fb::CreateKernel(
-          FB, str(N->getName()), opName(N->getOp()), FB.CreateVector(Attrs),
-          FB.CreateVector(InIds), FB.CreateVector(OutIds),
-          FB.CreateVector(W.data(), W.size()), Signals[N->getId()]));
+          FB, str(N->getName()), sharedStr(N->getOpName()),
+          FB.CreateVector(Attrs), FB.CreateVector(InIds),
+          FB.CreateVector(OutIds), FB.CreateVector(W.data(), W.size()),
+          Signals[N->getId()]));
     }
     const DeployState::DeviceMemory &M = S.Memory[GD];
     DevProgs.push_back(fb::CreateDeviceProgram(
@@ -540,9 +533,8 @@ Expected<PlanBytes> Emitter::emit() {
   }
   // The variables as a set: the order of the plan's list depends on the
   // deployment (slots follow the all-reduce buckets), not what they are.
+  // (Each name once: Done skips repeats.)
   llvm::sort(Signature);
-  Signature.erase(std::unique(Signature.begin(), Signature.end()),
-                  Signature.end());
   for (const std::string &NameAndType : Signature)
     Fingerprint = mdrt::hashName(NameAndType.c_str(), Fingerprint);
   std::vector<flatbuffers::Offset<fb::Constant>> ConstOffs;
