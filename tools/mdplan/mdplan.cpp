@@ -38,12 +38,6 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
-#if defined(__linux__) && defined(__GLIBC__)
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <unistd.h>
-#endif
 
 using namespace llvm;
 using namespace mdplan;
@@ -544,46 +538,6 @@ static void tuneMalloc() {
 #endif
 }
 
-/// On Linux, where transparent huge pages are on in "madvise" mode (the
-/// Debian default), glibc backs its heap with 2 MiB pages only when its
-/// glibc.malloc.hugetlb tunable is 1, and it reads tunables only when a
-/// process starts. So for a model file of 64 KiB or more (some 5,000 nodes
-/// once trained; below that the restart costs more than it saves) mdplan
-/// starts itself again, once, with the tunable added: a graph of a million
-/// nodes then takes about 5,000 page faults instead of 680,000 and half the
-/// time (docs/Performance.md). Nothing happens when GLIBC_TUNABLES already
-/// names the tunable (set GLIBC_TUNABLES=glibc.malloc.hugetlb=0 to turn this
-/// off), under valgrind (which would not follow the new program), or when
-/// /proc is missing.
-static void restartWithHugePages(char **argv) {
-#if defined(__linux__) && defined(__GLIBC__)
-  const char *Tunables = getenv("GLIBC_TUNABLES");
-  if (Tunables && strstr(Tunables, "glibc.malloc.hugetlb"))
-    return;
-  const char *Preload = getenv("LD_PRELOAD");
-  if (Preload && strstr(Preload, "vgpreload"))
-    return;
-  std::ifstream Mode("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string Line;
-  if (!std::getline(Mode, Line) || Line.find("[madvise]") == std::string::npos)
-    return; // "always" needs nothing, "never" cannot be helped.
-  std::string Old = Tunables ? Tunables : "";
-  std::string New = "glibc.malloc.hugetlb=1";
-  if (!Old.empty())
-    New = Old + ":" + New;
-  if (setenv("GLIBC_TUNABLES", New.c_str(), 1) != 0)
-    return;
-  execv("/proc/self/exe", argv);
-  // Still here: go on with small pages and the environment as it was.
-  if (Tunables)
-    setenv("GLIBC_TUNABLES", Old.c_str(), 1);
-  else
-    unsetenv("GLIBC_TUNABLES");
-#else
-  (void)argv;
-#endif
-}
-
 int main(int argc, char **argv) {
   tuneMalloc();
   InitLLVM X(argc, argv);
@@ -594,10 +548,6 @@ int main(int argc, char **argv) {
       argc, argv,
       "mdplan: compile one replica of a model and a deployment into a "
       "placed training step\n");
-  uint64_t ModelBytes = 0;
-  if (!InputFile.empty() && InputFile != "-" &&
-      !sys::fs::file_size(InputFile, ModelBytes) && ModelBytes >= (64 << 10))
-    restartWithHugePages(argv);
   SourceMgr SM;
   Error E = runTool(SM);
   // Before InitLLVM shuts LLVM down: the timers need its locks.
