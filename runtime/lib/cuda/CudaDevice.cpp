@@ -15,13 +15,22 @@
 // recorded in the device's Context and returned by the next synchronize().
 //
 // Collectives: NCCL over distinct GPUs (one communicator per GPU from
-// ncclCommInitAll; every participant's host thread enqueues its all-reduces
-// between ncclGroupStart and ncclGroupEnd on its own stream), and a
-// device-side sum when several plan devices share one GPU (NCCL refuses two
-// ranks on one GPU). Anything else falls back to the host collective.
+// ncclCommInitAll, shared by every all-reduce over the same devices; every
+// participant's host thread enqueues its all-reduces between ncclGroupStart
+// and ncclGroupEnd on its own stream), and a device-side sum when several
+// plan devices share one GPU (NCCL refuses two ranks on one GPU). Anything
+// else falls back to the host collective.
+//
+// An all-reduce enqueued on one GPU waits in the kernel for the other
+// ranks, so a rank that fails before enqueuing its part would hang the
+// others' streams. A device with NCCL ranks therefore waits for its stream
+// by polling (AbortableWait.h) and aborts the communicators when a rank
+// failed or NCCL reports an asynchronous error; a rank that fails to
+// enqueue aborts them at once.
 //
 //===----------------------------------------------------------------------===//
 
+#include "../AbortableWait.h"
 #include "CudaCommon.h"
 
 #include "mdrt/Cuda.h"
@@ -33,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <shared_mutex>
 
 #ifdef MDRT_HAVE_NCCL
 #include <nccl.h>
@@ -124,6 +134,10 @@ private:
   cudaError_t E = cudaSuccess;
 };
 
+#ifdef MDRT_HAVE_NCCL
+class NcclComms;
+#endif
+
 class CudaDevice : public Device {
 public:
   CudaDevice(std::string Name, int Ordinal) : Device(Name, 1) {
@@ -137,6 +151,9 @@ public:
       return;
     if (Ctx.Stream)
       cudaStreamSynchronize(Ctx.Stream);
+#ifdef MDRT_HAVE_NCCL
+    Nccl.clear(); // The last device of a set destroys its communicators.
+#endif
     for (cudaEvent_t E : Events)
       cudaEventDestroy(E);
 #ifdef MDRT_HAVE_CUDNN
@@ -237,7 +254,7 @@ public:
     check(On.error(), "cudaSetDevice");
     check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyHostToDevice, Ctx.Stream),
           "cudaMemcpyAsync");
-    check(cudaStreamSynchronize(Ctx.Stream), "cudaStreamSynchronize");
+    Ctx.fail(waitStream(Ctx.Stream));
   }
   void copyToHost(void *Dst, const void *Src, size_t Bytes) override {
     if (!Bytes)
@@ -246,7 +263,7 @@ public:
     check(On.error(), "cudaSetDevice");
     check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyDeviceToHost, Ctx.Stream),
           "cudaMemcpyAsync");
-    check(cudaStreamSynchronize(Ctx.Stream), "cudaStreamSynchronize");
+    Ctx.fail(waitStream(Ctx.Stream));
   }
   /// On the ToHost stream, after the event: the main stream is never
   /// synchronized from another thread, which would break a capture in
@@ -266,7 +283,7 @@ public:
           "cudaStreamWaitEvent");
     check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyDeviceToHost, ToHost),
           "cudaMemcpyAsync");
-    check(cudaStreamSynchronize(ToHost), "cudaStreamSynchronize");
+    Ctx.fail(waitStream(ToHost));
   }
   void copyFrom(Device &From, int FromEvent, void *Dst, const void *Src,
                 size_t Bytes) override {
@@ -299,7 +316,7 @@ public:
   /// enough.
   void synchronizeEvent(int Id) override {
     if (Id >= 0 && size_t(Id) < Events.size())
-      check(cudaEventSynchronize(Events[size_t(Id)]), "cudaEventSynchronize");
+      Ctx.fail(waitEventDone(Events[size_t(Id)]));
   }
   void recordEvent(int Id) override {
     if (Id >= 0 && size_t(Id) < Events.size())
@@ -328,12 +345,10 @@ public:
   Status synchronize() override {
     // The error stays: a failed device fails every later step too.
     Status S = Ctx.error();
-    cudaError_t E = cudaStreamSynchronize(Ctx.Stream);
+    Status W = waitStream(Ctx.Stream);
     if (!S.isOk())
       return S.withContext(Name);
-    if (E != cudaSuccess)
-      return cudaStatus(E, "cudaStreamSynchronize").withContext(Name);
-    return Status::ok();
+    return W.withContext(Name);
   }
 
   void check(cudaError_t E, const char *What) {
@@ -341,11 +356,45 @@ public:
       Ctx.fail(cudaStatus(E, What));
   }
 
+#ifdef MDRT_HAVE_NCCL
+  /// The communicator set over exactly \p Devs (in that order) this device
+  /// has a rank in, or null.
+  std::shared_ptr<NcclComms>
+  ncclSetFor(const std::vector<CudaDevice *> &Devs) const;
+  void addNcclSet(std::shared_ptr<NcclComms> Set) {
+    Nccl.push_back(std::move(Set));
+  }
+  /// Device lists whose communicators failed to initialize (noted once).
+  std::vector<std::vector<CudaDevice *>> NcclUnusable;
+#endif
+
 private:
+  /// Waits until the work before the end of \p S (a stream of this device)
+  /// has run.
+  Status waitStream(cudaStream_t S) {
+    return waitUntil([S] { return cudaStreamSynchronize(S); },
+                     [S] { return cudaStreamQuery(S); },
+                     "cudaStreamSynchronize");
+  }
+  /// Waits until the work before event \p E of this device has run.
+  Status waitEventDone(cudaEvent_t E) {
+    return waitUntil([E] { return cudaEventSynchronize(E); },
+                     [E] { return cudaEventQuery(E); }, "cudaEventSynchronize");
+  }
+  /// \p Block waits; a device with NCCL ranks polls \p Query instead and
+  /// aborts its communicators when an all-reduce enqueued on them can no
+  /// longer complete (AbortableWait.h), reporting why.
+  template <typename BlockFn, typename QueryFn>
+  Status waitUntil(BlockFn Block, QueryFn Query, const char *What);
+
   Context Ctx;
   /// Transfers to the host that other devices' threads ask for.
   cudaStream_t ToHost = nullptr;
   std::vector<cudaEvent_t> Events;
+#ifdef MDRT_HAVE_NCCL
+  /// The communicator sets the device has a rank in.
+  std::vector<std::shared_ptr<NcclComms>> Nccl;
+#endif
 };
 
 CudaDevice *asCuda(Device &D) {
@@ -489,16 +538,22 @@ private:
 };
 
 #ifdef MDRT_HAVE_NCCL
-/// One NCCL communicator per GPU of the group; participant P drives rank P
-/// from its own host thread.
-class NcclCollective : public CollectiveGroup {
+/// One NCCL communicator per GPU of a list of plan devices (the rank is
+/// the position), shared by every all-reduce over exactly those devices in
+/// that order, in every program: the plan's buckets run one after another
+/// on each stream, in the same order on every device (the plan verifier
+/// checks), as NCCL requires of operations on one communicator. It also
+/// knows whether the all-reduces enqueued on it can still complete.
+class NcclComms {
 public:
-  explicit NcclCollective(std::vector<CudaDevice *> Devs)
+  explicit NcclComms(std::vector<CudaDevice *> Devs)
       : Devs(std::move(Devs)), Comms(this->Devs.size(), nullptr) {}
-  ~NcclCollective() override {
-    for (ncclComm_t C : Comms)
-      if (C)
-        ncclCommDestroy(C);
+  ~NcclComms() {
+    // ncclCommAbort freed them.
+    if (!Aborted)
+      for (ncclComm_t C : Comms)
+        if (C)
+          ncclCommDestroy(C);
   }
 
   Status init() {
@@ -507,37 +562,209 @@ public:
       Ordinals.push_back(D->ordinal());
     ncclResult_t R =
         ncclCommInitAll(Comms.data(), int(Comms.size()), Ordinals.data());
-    if (R != ncclSuccess)
+    if (R != ncclSuccess) {
+      std::fill(Comms.begin(), Comms.end(), nullptr);
       return Status::error(std::string("nccl error in ncclCommInitAll: ") +
+                           ncclGetErrorString(R));
+    }
+    return connect();
+  }
+  const std::vector<CudaDevice *> &devices() const { return Devs; }
+
+  /// NCCL connects the ranks on their first collective, which can block
+  /// the calling host threads until every rank calls. One all-reduce of a
+  /// float over every rank, enqueued from this thread, connects them now,
+  /// before any step: enqueuing never waits for another rank afterwards.
+  Status connect() {
+    size_t N = Devs.size();
+    std::vector<DeviceBuffer> One(N);
+    for (size_t I = 0; I < N; ++I) {
+      CurrentDevice On(Devs[I]->ordinal());
+      MDRT_CUDA_TRY(On.error());
+      MDRT_RETURN_IF_ERROR(One[I].allocate(sizeof(float)));
+      MDRT_CUDA_TRY(cudaMemsetAsync(One[I].get(), 0, sizeof(float),
+                                    Devs[I]->context().Stream));
+    }
+    ncclResult_t R = ncclGroupStart();
+    if (R == ncclSuccess) {
+      for (size_t I = 0; I < N && R == ncclSuccess; ++I)
+        R = ncclAllReduce(One[I].get(), One[I].get(), 1, ncclFloat32, ncclSum,
+                          Comms[I], Devs[I]->context().Stream);
+      ncclResult_t End = ncclGroupEnd();
+      if (R == ncclSuccess)
+        R = End;
+    }
+    for (size_t I = 0; I < N; ++I) {
+      CurrentDevice On(Devs[I]->ordinal());
+      cudaError_t E = cudaStreamSynchronize(Devs[I]->context().Stream);
+      if (E != cudaSuccess && R == ncclSuccess)
+        return cudaStatus(E, "cudaStreamSynchronize");
+    }
+    if (R != ncclSuccess)
+      return Status::error(std::string("nccl error in the first all-reduce: ") +
                            ncclGetErrorString(R));
     return Status::ok();
   }
 
-  void allReduce(unsigned P, Device &Dev, const std::vector<const void *> &In,
+  /// Enqueues rank \p P's all-reduces on its stream, in one NCCL group. A
+  /// rank that cannot records the failure on its device and aborts the
+  /// communicators: the other ranks' all-reduces would wait for it forever.
+  void allReduce(unsigned P, const std::vector<const void *> &In,
                  const std::vector<void *> &Out,
-                 const std::vector<TensorDesc> &Types) override {
+                 const std::vector<TensorDesc> &Types) {
     Context &C = Devs[P]->context();
-    auto Check = [&](ncclResult_t R, const char *What) {
-      if (R != ncclSuccess)
-        C.fail(Status::error(std::string("nccl error in ") + What + ": " +
-                             ncclGetErrorString(R)));
-      return R == ncclSuccess;
-    };
-    if (!Check(ncclGroupStart(), "ncclGroupStart"))
-      return;
-    for (size_t I = 0; I < Types.size(); ++I) {
-      ncclDataType_t T =
-          Types[I].Type == DType::Float64 ? ncclFloat64 : ncclFloat32;
-      Check(ncclAllReduce(In[I], Out[I], size_t(Types[I].numElements()), T,
-                          ncclSum, Comms[P], C.Stream),
-            "ncclAllReduce");
+    std::string Error;
+    {
+      std::shared_lock<std::shared_mutex> L(M);
+      if (Aborted) {
+        C.fail(Status::error("the all-reduce cannot run: its NCCL "
+                             "communicators were aborted after a failure"));
+        return;
+      }
+      auto Check = [&](ncclResult_t R, const char *What) {
+        if (R != ncclSuccess && Error.empty())
+          Error = std::string("nccl error in ") + What + ": " +
+                  ncclGetErrorString(R);
+      };
+      ncclResult_t Start = ncclGroupStart();
+      Check(Start, "ncclGroupStart");
+      if (Start == ncclSuccess) {
+        for (size_t I = 0; I < Types.size(); ++I) {
+          ncclDataType_t T =
+              Types[I].Type == DType::Float64 ? ncclFloat64 : ncclFloat32;
+          Check(ncclAllReduce(In[I], Out[I], size_t(Types[I].numElements()), T,
+                              ncclSum, Comms[P], C.Stream),
+                "ncclAllReduce");
+        }
+        // Closes the group also after a failed call.
+        Check(ncclGroupEnd(), "ncclGroupEnd");
+      }
     }
-    Check(ncclGroupEnd(), "ncclGroupEnd");
+    if (Error.empty())
+      return;
+    C.fail(Status::error(Error));
+    {
+      std::lock_guard<std::mutex> L(FailM);
+      if (Failure.empty())
+        Failure = Devs[P]->name() + " failed: " + Error;
+    }
+    abort();
+  }
+
+  /// Why the all-reduces enqueued on the communicators can never complete,
+  /// or ok: a rank failed to enqueue its part, a participating device
+  /// recorded a failure, or NCCL reports an asynchronous error.
+  Status hopeless() {
+    {
+      std::lock_guard<std::mutex> L(FailM);
+      if (!Failure.empty())
+        return Status::error("all-reduce aborted, since " + Failure);
+    }
+    for (CudaDevice *D : Devs) {
+      Status S = D->context().error();
+      if (!S.isOk())
+        return Status::error("all-reduce aborted, since " + D->name() +
+                             " failed: " + S.message());
+    }
+    std::shared_lock<std::shared_mutex> L(M);
+    if (Aborted)
+      return Status::error("all-reduce aborted after a failure");
+    for (size_t I = 0; I < Comms.size(); ++I) {
+      ncclResult_t R = ncclSuccess;
+      if (ncclCommGetAsyncError(Comms[I], &R) == ncclSuccess &&
+          R != ncclSuccess && R != ncclInProgress)
+        return Status::error("all-reduce aborted, since NCCL reports on " +
+                             Devs[I]->name() + ": " + ncclGetErrorString(R));
+    }
+    return Status::ok();
+  }
+
+  /// Aborts the communicators, once: the all-reduces enqueued on them end
+  /// without a result, later ones fail at once.
+  void abort() {
+    std::unique_lock<std::shared_mutex> L(M);
+    if (Aborted)
+      return;
+    Aborted = true;
+    for (ncclComm_t C : Comms)
+      if (C)
+        ncclCommAbort(C);
   }
 
 private:
   std::vector<CudaDevice *> Devs;
   std::vector<ncclComm_t> Comms;
+  /// Enqueuing (shared) against aborting (exclusive).
+  std::shared_mutex M;
+  bool Aborted = false;
+  std::mutex FailM;
+  /// The first rank that failed to enqueue, and why.
+  std::string Failure;
+};
+
+std::shared_ptr<NcclComms>
+CudaDevice::ncclSetFor(const std::vector<CudaDevice *> &Devs) const {
+  for (const std::shared_ptr<NcclComms> &Set : Nccl)
+    if (Set->devices() == Devs)
+      return Set;
+  return nullptr;
+}
+
+template <typename BlockFn, typename QueryFn>
+Status CudaDevice::waitUntil(BlockFn Block, QueryFn Query, const char *What) {
+  if (Nccl.empty()) {
+    cudaError_t E = Block();
+    return E == cudaSuccess ? Status::ok() : cudaStatus(E, What);
+  }
+  return waitOrAbort(
+      [&]() -> std::optional<Status> {
+        cudaError_t E = Query();
+        if (E == cudaErrorNotReady) {
+          // Not an error: keep it out of the thread's last error, which
+          // the kernels check after their launches.
+          if (cudaPeekAtLastError() == cudaErrorNotReady)
+            cudaGetLastError();
+          return std::nullopt;
+        }
+        return E == cudaSuccess ? Status::ok() : cudaStatus(E, What);
+      },
+      [&] {
+        for (const std::shared_ptr<NcclComms> &Set : Nccl) {
+          Status W = Set->hopeless();
+          if (!W.isOk())
+            return W;
+        }
+        return Status::ok();
+      },
+      [&] {
+        for (const std::shared_ptr<NcclComms> &Set : Nccl)
+          Set->abort();
+      });
+}
+#else
+template <typename BlockFn, typename QueryFn>
+Status CudaDevice::waitUntil(BlockFn Block, QueryFn, const char *What) {
+  cudaError_t E = Block();
+  return E == cudaSuccess ? Status::ok() : cudaStatus(E, What);
+}
+#endif
+
+#ifdef MDRT_HAVE_NCCL
+/// An all-reduce over GPUs of their own: participant P is rank P of a
+/// communicator set shared with the other buckets over the same devices.
+class NcclCollective : public CollectiveGroup {
+public:
+  explicit NcclCollective(std::shared_ptr<NcclComms> Set)
+      : Set(std::move(Set)) {}
+
+  void allReduce(unsigned P, Device &, const std::vector<const void *> &In,
+                 const std::vector<void *> &Out,
+                 const std::vector<TensorDesc> &Types) override {
+    Set->allReduce(P, In, Out, Types);
+  }
+
+private:
+  std::shared_ptr<NcclComms> Set;
 };
 #endif
 
@@ -588,10 +815,20 @@ mdrt::createNcclCollective(const std::vector<Device *> &Devices) {
   }
 #ifdef MDRT_HAVE_NCCL
   if (Ordinals.size() == Devs.size()) {
-    auto G = std::make_unique<NcclCollective>(Devs);
-    Status S = G->init();
-    if (S.isOk())
-      return G;
+    // One communicator set per list of devices, not per bucket.
+    if (std::shared_ptr<NcclComms> Set = Devs[0]->ncclSetFor(Devs))
+      return std::make_unique<NcclCollective>(std::move(Set));
+    std::vector<std::vector<CudaDevice *>> &Unusable = Devs[0]->NcclUnusable;
+    if (std::find(Unusable.begin(), Unusable.end(), Devs) != Unusable.end())
+      return nullptr;
+    auto Set = std::make_shared<NcclComms>(Devs);
+    Status S = Set->init();
+    if (S.isOk()) {
+      for (CudaDevice *D : Devs)
+        D->addNcclSet(Set);
+      return std::make_unique<NcclCollective>(std::move(Set));
+    }
+    Unusable.push_back(Devs);
     fprintf(stderr, "note: %s; all-reduces go through the host\n",
             S.message().c_str());
   }

@@ -93,6 +93,8 @@ private:
   Status checkVariables();
   Status checkProgram(const fb::Program &Prog, unsigned Index);
   Status checkReplicas(const fb::Collective &C, const std::string &PName);
+  Status checkProgress(const fb::Program &Prog, const std::string &PName,
+                       const std::vector<uint32_t> &KernelDevice);
   Status bufferId(uint32_t Id, const std::string &What) {
     if (Id >= NumBuffers)
       return fail(What + " names buffer " + std::to_string(Id) +
@@ -236,8 +238,9 @@ Status Checker::checkProgram(const fb::Program &Prog, unsigned Index) {
   if (Prog.devices())
     for (const fb::DeviceProgram *DP : *Prog.devices()) {
       if (DP->device() >= NumDevices)
-        return fail("program '" + PName + "' runs on a device that does not "
-                                          "exist");
+        return fail("program '" + PName +
+                    "' runs on a device that does not "
+                    "exist");
       if (DP->kernels())
         for (size_t K = 0; K < DP->kernels()->size(); ++K)
           KernelDevice.push_back(DP->device());
@@ -333,10 +336,136 @@ Status Checker::checkProgram(const fb::Program &Prog, unsigned Index) {
       }
       MDRT_RETURN_IF_ERROR(checkReplicas(*C, PName));
     }
+  MDRT_RETURN_IF_ERROR(checkProgress(Prog, PName, KernelDevice));
   if (Prog.batch_size() <= 0)
     return fail("program '" + PName + "' has no batch size");
   (void)Index;
   return Status::ok();
+}
+
+/// The step can finish: each device runs its kernels in order, a kernel
+/// starts after the kernels it waits for, and the kernels of one collective
+/// complete together, once every participant has reached its own. So the
+/// graph of kernels (a collective's kernels merged into one node) with an
+/// edge from each kernel to the next on its device and from each waited
+/// kernel to its waiter must have no cycle; in particular, every device
+/// meets the collectives it shares with another in the same order, as NCCL
+/// requires of operations on one communicator. Also: a kernel belongs to
+/// one collective at most, and a collective has one kernel per device.
+Status Checker::checkProgress(const fb::Program &Prog, const std::string &PName,
+                              const std::vector<uint32_t> &KernelDevice) {
+  if (!Prog.devices())
+    return Status::ok();
+  const uint32_t NumKernels = uint32_t(KernelDevice.size());
+  const uint32_t NumColl =
+      Prog.collectives() ? uint32_t(Prog.collectives()->size()) : 0;
+  auto KernelName = [&](uint32_t Id) {
+    uint32_t Base = 0;
+    for (const fb::DeviceProgram *DP : *Prog.devices()) {
+      uint32_t N = DP->kernels() ? DP->kernels()->size() : 0;
+      if (Id < Base + N) {
+        const fb::Kernel *K = DP->kernels()->Get(Id - Base);
+        return "kernel '" + K->name()->str() + "' (" + K->op()->str() +
+               ") on " + P.devices()->Get(DP->device())->name()->str();
+      }
+      Base += N;
+    }
+    return std::string("kernel ") + std::to_string(Id);
+  };
+  // Node of each kernel: itself, or NumKernels + its collective.
+  std::vector<uint32_t> Node(NumKernels);
+  for (uint32_t K = 0; K < NumKernels; ++K)
+    Node[K] = K;
+  for (uint32_t C = 0; C < NumColl; ++C) {
+    const fb::Collective *Coll = Prog.collectives()->Get(C);
+    std::set<uint32_t> Devices;
+    for (uint32_t K : *Coll->kernels()) {
+      if (Node[K] != K)
+        return fail(KernelName(K) + " of program '" + PName +
+                    "' takes part in two collectives (or twice in one)");
+      if (!Devices.insert(KernelDevice[K]).second)
+        return fail("a collective of program '" + PName + "' has two " +
+                    "kernels on " +
+                    P.devices()->Get(KernelDevice[K])->name()->str() +
+                    ", whose thread would wait for itself");
+      Node[K] = NumKernels + C;
+    }
+  }
+  // Edges, as (from, to) in compressed rows.
+  const uint32_t NumNodes = NumKernels + NumColl;
+  std::vector<std::pair<uint32_t, uint32_t>> Edges;
+  Edges.reserve(NumKernels);
+  {
+    // The executor runs a device's kernels in id order, also when the
+    // program lists the device more than once.
+    std::vector<int64_t> Last(NumDevices, -1);
+    uint32_t Id = 0;
+    for (const fb::DeviceProgram *DP : *Prog.devices()) {
+      if (!DP->kernels())
+        continue;
+      for (const fb::Kernel *K : *DP->kernels()) {
+        int64_t &Prev = Last[DP->device()];
+        if (Prev >= 0 && Node[uint32_t(Prev)] != Node[Id])
+          Edges.emplace_back(Node[uint32_t(Prev)], Node[Id]);
+        Prev = Id;
+        if (K->waits())
+          for (uint32_t W : *K->waits())
+            if (Node[W] != Node[Id])
+              Edges.emplace_back(Node[W], Node[Id]);
+        ++Id;
+      }
+    }
+  }
+  std::vector<uint32_t> Begin(NumNodes + 1, 0), Succ(Edges.size()),
+      InDegree(NumNodes, 0);
+  for (const auto &E : Edges) {
+    ++Begin[E.first + 1];
+    ++InDegree[E.second];
+  }
+  for (uint32_t N = 0; N < NumNodes; ++N)
+    Begin[N + 1] += Begin[N];
+  {
+    std::vector<uint32_t> Fill(Begin.begin(), Begin.end() - 1);
+    for (const auto &E : Edges)
+      Succ[Fill[E.first]++] = E.second;
+  }
+  // Kahn's algorithm: what never becomes ready lies on or after a cycle.
+  std::vector<uint32_t> Ready;
+  for (uint32_t N = 0; N < NumNodes; ++N)
+    if (!InDegree[N])
+      Ready.push_back(N);
+  uint32_t Done = 0;
+  while (!Ready.empty()) {
+    uint32_t N = Ready.back();
+    Ready.pop_back();
+    ++Done;
+    for (uint32_t I = Begin[N]; I < Begin[N + 1]; ++I)
+      if (--InDegree[Succ[I]] == 0)
+        Ready.push_back(Succ[I]);
+  }
+  if (Done == NumNodes)
+    return Status::ok();
+  // Every node left has a predecessor left: walking back from one reaches
+  // a node twice, which lies on a cycle.
+  std::vector<int64_t> Pred(NumNodes, -1);
+  for (const auto &E : Edges)
+    if (InDegree[E.first] && InDegree[E.second])
+      Pred[E.second] = E.first;
+  uint32_t N = 0;
+  while (!InDegree[N])
+    ++N;
+  std::vector<bool> Seen(NumNodes, false);
+  while (!Seen[N]) {
+    Seen[N] = true;
+    N = uint32_t(Pred[N]);
+  }
+  uint32_t Kernel = N;
+  if (N >= NumKernels)
+    Kernel = Prog.collectives()->Get(N - NumKernels)->kernels()->Get(0);
+  return fail("program '" + PName +
+              "' can never finish a step: " + KernelName(Kernel) +
+              " waits for itself through its devices' kernel order, "
+              "its waits and its all-reduces (a cycle)");
 }
 
 /// A collective spans `replicas` worker processes: at least 1, and more only
@@ -367,8 +496,8 @@ Status Checker::checkReplicas(const fb::Collective &C,
 Status Checker::run() {
   if (P.version() != kPlanVersion)
     return fail("the plan has format version " + std::to_string(P.version()) +
-                "; this runtime reads version " +
-                std::to_string(kPlanVersion) + " (recompile it with mdplan)");
+                "; this runtime reads version " + std::to_string(kPlanVersion) +
+                " (recompile it with mdplan)");
   MDRT_RETURN_IF_ERROR(checkDevices());
   MDRT_RETURN_IF_ERROR(checkBuffers());
   MDRT_RETURN_IF_ERROR(checkVariables());

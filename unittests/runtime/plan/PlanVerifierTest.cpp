@@ -14,6 +14,7 @@
 
 #include "gtest/gtest.h"
 
+#include <set>
 #include <sstream>
 
 using namespace mdrt;
@@ -161,4 +162,141 @@ TEST(PlanTextTest, CollectiveLine) {
   S.NumReplicas = 2;
   EXPECT_EQ(collectiveLine(S),
             "  collective gradients bucket=0 d0:k0 replicas=2");
+}
+
+namespace {
+
+/// One kernel of a progress test: an AllReduce (of the collectives that
+/// list it) or an Identity, and the kernels it waits for.
+struct KSpec {
+  std::string Name;
+  bool AllReduce = false;
+  std::vector<uint32_t> Waits = {};
+};
+
+/// Two CPUs, each with its kernels (ids count through device 0, then 1),
+/// each kernel on its own pair of float32[1] buffers; \p Colls lists the
+/// kernels of each collective.
+std::string verifyProgress(const std::vector<std::vector<KSpec>> &PerDevice,
+                           const std::vector<std::vector<uint32_t>> &Colls) {
+  flatbuffers::FlatBufferBuilder FB;
+  std::vector<flatbuffers::Offset<fb::Device>> Devices;
+  std::vector<flatbuffers::Offset<fb::Buffer>> Buffers;
+  std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs;
+  std::vector<int64_t> Shape = {1};
+  std::set<uint32_t> Waited;
+  for (const auto &Ks : PerDevice)
+    for (const KSpec &K : Ks)
+      Waited.insert(K.Waits.begin(), K.Waits.end());
+  uint32_t Id = 0;
+  for (uint32_t D = 0; D < PerDevice.size(); ++D) {
+    std::string Name =
+        "/job:worker/replica:0/task:0/device:CPU:" + std::to_string(D);
+    uint64_t Bytes = 64 * 2 * PerDevice[D].size() + 64;
+    Devices.push_back(fb::CreateDeviceDirect(FB, Name.c_str(),
+                                             fb::DeviceKind::CPU, "worker", 0,
+                                             0, int(D), Bytes, 0));
+    std::vector<flatbuffers::Offset<fb::Kernel>> Kernels;
+    for (uint32_t I = 0; I < PerDevice[D].size(); ++I, ++Id) {
+      const KSpec &K = PerDevice[D][I];
+      std::vector<uint32_t> In = {uint32_t(Buffers.size())};
+      Buffers.push_back(fb::CreateBufferDirect(FB, (K.Name + "/in").c_str(), D,
+                                               fb::DType::Float32, &Shape,
+                                               128 * I, 4));
+      std::vector<uint32_t> Out = {uint32_t(Buffers.size())};
+      Buffers.push_back(fb::CreateBufferDirect(
+          FB, K.Name.c_str(), D, fb::DType::Float32, &Shape, 128 * I + 64, 4));
+      Kernels.push_back(fb::CreateKernelDirect(
+          FB, K.Name.c_str(), K.AllReduce ? "AllReduce" : "Identity", nullptr,
+          &In, &Out, K.Waits.empty() ? nullptr : &K.Waits,
+          Waited.count(Id) != 0));
+    }
+    DevProgs.push_back(
+        fb::CreateDeviceProgramDirect(FB, D, &Kernels, Bytes, Bytes, "none"));
+  }
+  std::vector<flatbuffers::Offset<fb::Collective>> Collectives;
+  for (uint32_t C = 0; C < Colls.size(); ++C) {
+    std::vector<uint32_t> Devs;
+    for (uint32_t K : Colls[C])
+      Devs.push_back(K < PerDevice[0].size() ? 0 : 1);
+    Collectives.push_back(
+        fb::CreateCollectiveDirect(FB, "gradients", C, &Devs, &Colls[C]));
+  }
+  std::vector<flatbuffers::Offset<fb::Program>> Progs = {
+      fb::CreateProgramDirect(FB, "train", 1, &DevProgs, nullptr, nullptr,
+                              &Collectives)};
+  auto Dep =
+      fb::CreateDeploymentDirect(FB, "ps", 2, true, 0, 1, 0, 1, "sgd", 0.1);
+  auto Root =
+      fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, Dep, &Devices,
+                           &Buffers, nullptr, nullptr, &Progs);
+  fb::FinishPlanBuffer(FB, Root);
+  Status St = verifyPlan(FB.GetBufferPointer(), FB.GetSize());
+  return St.isOk() ? "" : St.message();
+}
+
+KSpec allReduce(std::string Name) { return {std::move(Name), true}; }
+KSpec identity(std::string Name, std::vector<uint32_t> Waits = {}) {
+  return {std::move(Name), false, std::move(Waits)};
+}
+
+} // namespace
+
+TEST(PlanVerifierTest, CollectivesInOneOrderOnEveryDevice) {
+  // Two buckets, met in the same order on both devices, and a wait.
+  EXPECT_EQ(verifyProgress(
+                {{allReduce("a0"), allReduce("b0")},
+                 {allReduce("a1"), allReduce("b1"), identity("after", {1})}},
+                {{0, 2}, {1, 3}}),
+            "");
+}
+
+TEST(PlanVerifierTest, CollectivesInCrossedOrdersNeverFinish) {
+  // Device 0 reaches bucket a first, device 1 bucket b: each waits in its
+  // first all-reduce for the other's second.
+  EXPECT_EQ(verifyProgress({{allReduce("a0"), allReduce("b0")},
+                            {allReduce("b1"), allReduce("a1")}},
+                           {{0, 3}, {1, 2}}),
+            "program 'train' can never finish a step: kernel 'a0' "
+            "(AllReduce) on /job:worker/replica:0/task:0/device:CPU:0 waits "
+            "for itself through its devices' kernel order, its waits and its "
+            "all-reduces (a cycle)");
+}
+
+TEST(PlanVerifierTest, WaitsInACycleNeverFinish) {
+  // x0 waits for y1, which runs after y0, which waits for x1, which runs
+  // after x0.
+  EXPECT_EQ(verifyProgress({{identity("x0", {3}), identity("x1")},
+                            {identity("y0", {1}), identity("y1")}},
+                           {}),
+            "program 'train' can never finish a step: kernel 'x0' (Identity) "
+            "on /job:worker/replica:0/task:0/device:CPU:0 waits for itself "
+            "through its devices' kernel order, its waits and its "
+            "all-reduces (a cycle)");
+}
+
+TEST(PlanVerifierTest, AWaitAcrossACollectiveNeverFinishes) {
+  // The all-reduce needs y's part, which waits for x, which device 0 runs
+  // only after the all-reduce.
+  EXPECT_EQ(verifyProgress({{allReduce("r0"), identity("x")},
+                            {identity("y", {1}), allReduce("r1")}},
+                           {{0, 3}}),
+            "program 'train' can never finish a step: kernel 'x' (Identity) "
+            "on /job:worker/replica:0/task:0/device:CPU:0 waits for itself "
+            "through its devices' kernel order, its waits and its "
+            "all-reduces (a cycle)");
+}
+
+TEST(PlanVerifierTest, CollectiveMembership) {
+  EXPECT_EQ(
+      verifyProgress({{allReduce("a0"), allReduce("b0")}, {allReduce("a1")}},
+                     {{0, 1, 2}}),
+      "a collective of program 'train' has two kernels on "
+      "/job:worker/replica:0/task:0/device:CPU:0, whose thread would "
+      "wait for itself");
+  EXPECT_EQ(
+      verifyProgress({{allReduce("a0")}, {allReduce("a1")}}, {{0, 1}, {0, 1}}),
+      "kernel 'a0' (AllReduce) on "
+      "/job:worker/replica:0/task:0/device:CPU:0 of program 'train' "
+      "takes part in two collectives (or twice in one)");
 }
