@@ -71,9 +71,11 @@ static DiagnosticHandler evalHandler(DiagnosticHandler Next,
       });
 }
 
+/// \p Verified: the model \p G copies passed the verify pass already (the
+/// training pipeline starts with it), so the copy needs no second check.
 static Expected<std::unique_ptr<Graph>>
 buildEval(std::unique_ptr<Graph> G, const Graph &Train, PassContext &TrainCtx,
-          DiagnosticHandler Diags, const CompileOptions &Opts) {
+          DiagnosticHandler Diags, const CompileOptions &Opts, bool Verified) {
   DeploymentConfig C = TrainCtx.Config;
   C.GpusPerWorker = TrainCtx.Config.cluster().GpusPerWorker;
   C.NumClones = 1;
@@ -88,7 +90,11 @@ buildEval(std::unique_ptr<Graph> G, const Graph &Train, PassContext &TrainCtx,
   PassContext Ctx(C);
   Ctx.Diags = std::move(Diags);
   PassManager Before, After;
-  if (Error E = Before.parsePipeline(evalPipelineBeforePlacement()))
+  std::string BeforeText = evalPipelineBeforePlacement();
+  StringRef BeforeRef = BeforeText;
+  if (Verified && BeforeRef.consume_front("verify,"))
+    BeforeText = BeforeRef.str();
+  if (Error E = Before.parsePipeline(BeforeText))
     return std::move(E);
   if (Error E = After.parsePipeline(evalPipelineAfterPlacement()))
     return std::move(E);
@@ -138,8 +144,10 @@ Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
     return std::move(R);
   if (EvalCopy) {
     TimeRegion T(Opts.Timers.Eval);
+    StringRef First = StringRef(Pipeline).split(',').first.trim();
     auto Eval = buildEval(std::move(EvalCopy), *R.Train, Ctx,
-                          evalHandler(Diags, Reported), Opts);
+                          evalHandler(Diags, Reported), Opts,
+                          /*Verified=*/First == "verify");
     if (!Eval)
       return Eval.takeError();
     R.Eval = std::move(*Eval);
