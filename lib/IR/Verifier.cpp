@@ -11,6 +11,7 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <functional>
+#include <optional>
 
 using namespace llvm;
 using namespace mdplan;
@@ -54,7 +55,35 @@ static Error describeCycle(const Graph &G, ArrayRef<unsigned> Remaining) {
   return Cycle.front()->error("is part of a cycle: " + Text);
 }
 
+/// The nodes in id order when every edge goes from a smaller id to a
+/// larger one (a graph built front to back: read, differentiated, copied),
+/// else nothing. Then the order topologicalOrder() computes is the id
+/// order: the smallest id not yet emitted has all its predecessors emitted,
+/// so it is the smallest ready one. Found without consumer lists or a heap.
+static std::optional<std::vector<Node *>> idOrderIfTopological(const Graph &G) {
+  std::vector<Node *> ById(G.getIdBound(), nullptr);
+  for (const auto &NP : G.nodes()) {
+    const Node &N = *NP;
+    unsigned Id = N.getId();
+    for (const TensorRef &In : N.getInputs())
+      if (In.N->getId() >= Id)
+        return std::nullopt;
+    for (const Node *C : N.getControlInputs())
+      if (C->getId() >= Id)
+        return std::nullopt;
+    ById[Id] = NP.get();
+  }
+  std::vector<Node *> Order;
+  Order.reserve(G.size());
+  for (Node *N : ById)
+    if (N)
+      Order.push_back(N);
+  return Order;
+}
+
 Expected<std::vector<Node *>> mdplan::topologicalOrder(const Graph &G) {
+  if (auto Order = idOrderIfTopological(G))
+    return std::move(*Order);
   ConsumerTable Users(G);
   std::vector<unsigned> Remaining(G.getIdBound(), 0);
   for (const auto &NP : G.nodes())

@@ -140,6 +140,44 @@ TEST_F(GraphTest, TopologicalOrderNamesACycle) {
   EXPECT_NE(Msg.find("d -> "), std::string::npos) << Msg;
 }
 
+TEST(TopologicalOrder, ForwardEdgesGiveTheIdOrder) {
+  // Every edge from a smaller id to a larger one (the shortcut without
+  // consumer lists): the id order, also across an erased node, whatever
+  // the graph order.
+  Graph G;
+  Node *In = G.createNode("in", opDef(OpKind::Const));
+  Node *X = G.createNode("x", opDef(OpKind::Relu));
+  Node *Gone = G.createNode("gone", opDef(OpKind::Relu));
+  Node *Y = G.createNode("y", opDef(OpKind::Relu));
+  Node *Z = G.createNode("z", opDef(OpKind::AddN));
+  X->addInput(In);
+  Gone->addInput(In);
+  Y->addInput(In);
+  Z->addInput(Y);
+  Z->addInput(X);
+  Z->addControlInput(In);
+  G.eraseIf([&](const Node &N) { return &N == Gone; });
+  G.setOrder({Z, Y, X, In});
+  auto Order = topologicalOrder(G);
+  ASSERT_TRUE(bool(Order)) << errorMessage(Order.takeError());
+  EXPECT_EQ(names(*Order), (Names{"in", "x", "y", "z"}));
+  // One edge backwards (x now reads y): the full algorithm, same rule.
+  X->addInput(Y);
+  Order = topologicalOrder(G);
+  ASSERT_TRUE(bool(Order)) << errorMessage(Order.takeError());
+  EXPECT_EQ(names(*Order), (Names{"in", "y", "x", "z"}));
+}
+
+TEST(TopologicalOrder, ANodeReadingItselfIsACycle) {
+  Graph G;
+  Node *X = G.createNode("x", opDef(OpKind::AddN));
+  X->addInput(X);
+  auto Order = topologicalOrder(G);
+  ASSERT_FALSE(bool(Order));
+  EXPECT_NE(errorMessage(Order.takeError()).find("is part of a cycle: x -> x"),
+            std::string::npos);
+}
+
 } // namespace
 
 TEST_F(GraphTest, RequestedDevicesAreSharedAndCloned) {
