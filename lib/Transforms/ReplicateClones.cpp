@@ -86,9 +86,9 @@ private:
   Graph &G;
   const DeploymentConfig &C;
   DeployState &S;
-  std::map<std::tuple<const DeviceStack *, const DeviceEntry *,
-                      const DeviceEntry *>,
-           const DeviceStack *>
+  std::map<
+      std::tuple<const DeviceStack *, const DeviceEntry *, const DeviceEntry *>,
+      const DeviceStack *>
       Memo;
   DenseMap<const DeviceEntry *, const DeviceEntry *> Roles;
 };
@@ -126,8 +126,7 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
   S.InputsEntry = createSpecEntry(G, C.inputsDevice(), "inputs_device");
   S.OptimizerEntry =
       createSpecEntry(G, C.optimizerDevice(), "optimizer_device");
-  const DeviceEntry *VarsEntry =
-      createVariablesEntry(G, C, "variables_device");
+  const DeviceEntry *VarsEntry = createVariablesEntry(G, C, "variables_device");
   std::map<std::string, int> Groups;
   std::vector<const DeviceEntry *> MirrorEntries;
   for (int I = 0; I < NumClones; ++I) {
@@ -143,8 +142,8 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     CI.Scope = Scope->empty() ? std::string() : *Scope + "/";
     CI.Entry = createSpecEntry(G, CI.Device,
                                "clone_device(" + std::to_string(I) + ")");
-    CI.Stack = G.pushStack(G.pushStack(G.getRootStack(), S.OptimizerEntry),
-                           CI.Entry);
+    CI.Stack =
+        G.pushStack(G.pushStack(G.getRootStack(), S.OptimizerEntry), CI.Entry);
     auto Ins = Groups.try_emplace(CI.Device.toString(), int(Groups.size()));
     CI.DeviceGroup = Ins.first->second;
     if (Ins.second)
@@ -161,25 +160,32 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
   for (const auto &N : G.nodes())
     Orig.push_back(N.get());
 
+  // Tables indexed by the ids of the nodes there are now; nodes created
+  // below are in none of them.
+  const unsigned Bound = G.getIdBound();
+  auto ById = [Bound](const std::vector<char> &T, const Node *N) {
+    return N->getId() < Bound && T[N->getId()];
+  };
+
   // Shared nodes must not depend on the replicated model.
-  DenseSet<const Node *> Shared;
+  std::vector<char> SharedIds(Bound, 0);
   for (Node *N : Orig)
-    if (isShared(*N))
-      Shared.insert(N);
+    SharedIds[N->getId()] = isShared(*N);
+  auto Shared = [&](const Node *N) { return ById(SharedIds, N); };
   for (Node *N : Orig) {
-    if (!Shared.count(N))
+    if (!Shared(N))
       continue;
     for (const TensorRef &In : N->getInputs())
-      if (!Shared.count(In.N))
+      if (!Shared(In.N))
         return N->error("is built once, outside the clones, but reads '" +
                         In.N->getName() +
                         "', which is part of the replicated model");
     for (Node *Ctl : N->getControlInputs())
-      if (!Shared.count(Ctl))
+      if (!Shared(Ctl))
         return N->error("is built once, outside the clones, but depends on '" +
                         Ctl->getName() +
                         "', which is part of the replicated model");
-    if (N->getColocateWith() && !Shared.count(N->getColocateWith()))
+    if (N->getColocateWith() && !Shared(N->getColocateWith()))
       return N->error("is built once, outside the clones, but is colocated "
                       "with '" +
                       N->getColocateWith()->getName() +
@@ -197,7 +203,7 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
       N->attrs().set("batch_size", int64_t(-1));
   DenseSet<std::pair<const Node *, unsigned>> BatchMajor;
   for (Node *N : *TopoOrErr) {
-    if (!Shared.count(N))
+    if (!Shared(N))
       continue;
     if (Error E = inferNodeShapes(*N))
       return E;
@@ -211,15 +217,14 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
   // Variables the clones read directly get mirrored copies. A clone may not
   // read a shared tensor that carries the batch in another dimension: it
   // cannot be given its slice.
-  DenseSet<const Node *> ReadByClones;
+  std::vector<char> ReadByClones(Bound, 0);
   for (Node *N : Orig) {
-    if (Shared.count(N))
+    if (Shared(N))
       continue;
     for (const TensorRef &In : N->getInputs()) {
       if (In.N->getOp().isVariable())
-        ReadByClones.insert(In.N);
-      if (NumClones == 1 || !Shared.count(In.N) ||
-          BatchMajor.count({In.N, In.Index}))
+        ReadByClones[In.N->getId()] = 1;
+      if (NumClones == 1 || !Shared(In.N) || BatchMajor.count({In.N, In.Index}))
         continue;
       const TensorType &T = In.N->getOutputType(In.Index);
       if (is_contained(T.Dims.dims(), Shape::Unknown))
@@ -239,11 +244,11 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
 
   // 1. Shared nodes, with mirrored copies after their variable.
   for (Node *N : Orig) {
-    if (!Shared.count(N))
+    if (!Shared(N))
       continue;
     bool RoleScope = inRoleScope(*N);
     bool IsVar = N->getOp().isVariable();
-    bool MirrorIt = Mirrored && IsVar && ReadByClones.count(N);
+    bool MirrorIt = Mirrored && IsVar && ById(ReadByClones, N);
     // A mirrored variable keeps the clone-0 and mirror-0 entries around its
     // scopes wherever it was created, so that copy 0 is on clone 0's device
     // like every copy g is on its device group's.
@@ -298,7 +303,7 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
   std::vector<std::string> OrigNames;
   std::vector<Node *> Model;
   for (Node *N : Orig)
-    if (!Shared.count(N)) {
+    if (!Shared(N)) {
       Model.push_back(N);
       OrigNames.push_back(N->getName().str());
     }
@@ -325,15 +330,20 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
   std::vector<Snapshot> Snap;
   Snap.reserve(Model.size());
   for (Node *M : Model)
-    Snap.push_back({M->getStack(),
-                    {M->getInputs().begin(), M->getInputs().end()},
-                    {M->getControlInputs().begin(),
-                     M->getControlInputs().end()},
-                    M->getColocateWith()});
+    Snap.push_back(
+        {M->getStack(),
+         {M->getInputs().begin(), M->getInputs().end()},
+         {M->getControlInputs().begin(), M->getControlInputs().end()},
+         M->getColocateWith()});
 
-  std::vector<DenseMap<Node *, Node *>> CloneMaps(NumClones);
+  // Each clone's copy of a model node, by the model node's id.
+  std::vector<std::vector<Node *>> CloneMaps(NumClones);
+  auto CopyOf = [Bound](const std::vector<Node *> &Map, const Node *N) {
+    return N->getId() < Bound ? Map[N->getId()] : nullptr;
+  };
   for (const CloneInfo &CI : S.Clones) {
-    DenseMap<Node *, Node *> &Map = CloneMaps[CI.Index];
+    std::vector<Node *> &Map = CloneMaps[CI.Index];
+    Map.assign(Bound, nullptr);
     std::vector<Node *> Copies;
     for (unsigned I = 0; I < Model.size(); ++I) {
       Node *M = Model[I];
@@ -355,7 +365,7 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
       Copy->setColocateWith(Snap[I].Colocate);
       Copy->setClone(CI.Index);
       Copy->setStack(Rebaser.rebase(Snap[I].Stack, CI.Entry, nullptr));
-      Map[M] = Copy;
+      Map[M->getId()] = Copy;
       Copies.push_back(Copy);
     }
 
@@ -363,7 +373,7 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     DenseMap<std::pair<Node *, unsigned>, Node *> Slices;
     std::vector<Node *> SliceNodes;
     auto MapTensor = [&](TensorRef T) -> TensorRef {
-      if (Node *R = Map.lookup(T.N))
+      if (Node *R = CopyOf(Map, T.N))
         return TensorRef(R, T.Index);
       if (NumClones > 1 && BatchMajor.count({T.N, T.Index})) {
         Node *&Slice = Slices[{T.N, T.Index}];
@@ -389,7 +399,7 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
       return T;
     };
     auto MapNode = [&](Node *N) -> Node * {
-      if (Node *R = Map.lookup(N))
+      if (Node *R = CopyOf(Map, N))
         return R;
       if (N->getOp().isVariable())
         return S.copyFor(N, CI);
@@ -416,12 +426,12 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     SetVector<Node *> &New = G.collection(Coll);
     New.clear();
     for (Node *N : Old) {
-      if (Shared.count(N)) {
+      if (Shared(N)) {
         New.insert(N);
         continue;
       }
-      for (auto &Map : CloneMaps)
-        New.insert(Map.lookup(N));
+      for (const std::vector<Node *> &Map : CloneMaps)
+        New.insert(CopyOf(Map, N));
     }
   }
 

@@ -345,7 +345,9 @@ public:
   Status synchronize() override {
     // The error stays: a failed device fails every later step too.
     Status S = Ctx.error();
-    Status W = waitStream(Ctx.Stream);
+    // Called between steps (and by a traced step's device thread, which
+    // runs without graphs).
+    Status W = waitStream(Ctx.Stream, /*BetweenSteps=*/true);
     if (!S.isOk())
       return S.withContext(Name);
     return W.withContext(Name);
@@ -370,22 +372,24 @@ public:
 
 private:
   /// Waits until the work before the end of \p S (a stream of this device)
-  /// has run.
-  Status waitStream(cudaStream_t S) {
+  /// has run; \p BetweenSteps: no device thread is running a step.
+  Status waitStream(cudaStream_t S, bool BetweenSteps = false) {
     return waitUntil([S] { return cudaStreamSynchronize(S); },
                      [S] { return cudaStreamQuery(S); },
-                     "cudaStreamSynchronize");
+                     "cudaStreamSynchronize", BetweenSteps);
   }
   /// Waits until the work before event \p E of this device has run.
   Status waitEventDone(cudaEvent_t E) {
     return waitUntil([E] { return cudaEventSynchronize(E); },
-                     [E] { return cudaEventQuery(E); }, "cudaEventSynchronize");
+                     [E] { return cudaEventQuery(E); }, "cudaEventSynchronize",
+                     /*BetweenSteps=*/false);
   }
-  /// \p Block waits; a device with NCCL ranks polls \p Query instead and
-  /// aborts its communicators when an all-reduce enqueued on them can no
-  /// longer complete (AbortableWait.h), reporting why.
+  /// \p Block waits. While the process has NCCL communicators, the wait
+  /// polls \p Query instead and aborts them when an all-reduce enqueued on
+  /// them can no longer complete (AbortableWait.h), reporting why.
   template <typename BlockFn, typename QueryFn>
-  Status waitUntil(BlockFn Block, QueryFn Query, const char *What);
+  Status waitUntil(BlockFn Block, QueryFn Query, const char *What,
+                   bool BetweenSteps);
 
   Context Ctx;
   /// Transfers to the host that other devices' threads ask for.
@@ -560,6 +564,13 @@ public:
     std::vector<int> Ordinals;
     for (CudaDevice *D : Devs)
       Ordinals.push_back(D->ordinal());
+    // NCCL (2.22 on) connects each algorithm the first time a collective
+    // uses it, inside ncclGroupEnd, which then blocks the host thread until
+    // every rank arrives; a rank that failed before arriving would leave it
+    // blocked where no abort can reach it (allReduce holds the set's lock
+    // while it enqueues). Connect everything now instead, unless the user
+    // chose otherwise.
+    setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
     ncclResult_t R =
         ncclCommInitAll(Comms.data(), int(Comms.size()), Ordinals.data());
     if (R != ncclSuccess) {
@@ -571,10 +582,9 @@ public:
   }
   const std::vector<CudaDevice *> &devices() const { return Devs; }
 
-  /// NCCL connects the ranks on their first collective, which can block
-  /// the calling host threads until every rank calls. One all-reduce of a
-  /// float over every rank, enqueued from this thread, connects them now,
-  /// before any step: enqueuing never waits for another rank afterwards.
+  /// One all-reduce of a float over every rank, enqueued from this thread
+  /// inside one group: the communicators work (and whatever NCCL still
+  /// connects lazily is connected) before any step.
   Status connect() {
     size_t N = Devs.size();
     std::vector<DeviceBuffer> One(N);
@@ -653,8 +663,11 @@ public:
 
   /// Why the all-reduces enqueued on the communicators can never complete,
   /// or ok: a rank failed to enqueue its part, a participating device
-  /// recorded a failure, or NCCL reports an asynchronous error.
-  Status hopeless() {
+  /// recorded a failure, or NCCL reports an asynchronous error. With
+  /// \p QueryStreams (only between steps, when no stream is being captured:
+  /// querying a capturing stream would break its capture), also a rank
+  /// whose stream failed (a sticky error) without anyone recording it.
+  Status hopeless(bool QueryStreams) {
     {
       std::lock_guard<std::mutex> L(FailM);
       if (!Failure.empty())
@@ -662,6 +675,14 @@ public:
     }
     for (CudaDevice *D : Devs) {
       Status S = D->context().error();
+      if (S.isOk() && QueryStreams) {
+        cudaError_t E = cudaStreamQuery(D->context().Stream);
+        if (E == cudaErrorNotReady &&
+            cudaPeekAtLastError() == cudaErrorNotReady)
+          cudaGetLastError(); // Not an error; see waitUntil.
+        else if (E != cudaSuccess && E != cudaErrorNotReady)
+          S = cudaStatus(E, "cudaStreamQuery");
+      }
       if (!S.isOk())
         return Status::error("all-reduce aborted, since " + D->name() +
                              " failed: " + S.message());
@@ -702,6 +723,30 @@ private:
   std::string Failure;
 };
 
+/// Every communicator set of the process. Any GPU's wait can sit behind an
+/// all-reduce (an event recorded after one on a rank's stream), so every
+/// GPU device polls while a set exists, not only the ranks.
+std::mutex RegistryM;
+std::vector<std::weak_ptr<NcclComms>> Registry;
+
+void registerNcclSet(const std::shared_ptr<NcclComms> &Set) {
+  std::lock_guard<std::mutex> L(RegistryM);
+  Registry.push_back(Set);
+}
+
+std::vector<std::shared_ptr<NcclComms>> liveNcclSets() {
+  std::lock_guard<std::mutex> L(RegistryM);
+  std::vector<std::shared_ptr<NcclComms>> Live;
+  size_t Kept = 0;
+  for (std::weak_ptr<NcclComms> &W : Registry)
+    if (std::shared_ptr<NcclComms> Set = W.lock()) {
+      Live.push_back(std::move(Set));
+      Registry[Kept++] = W;
+    }
+  Registry.resize(Kept);
+  return Live;
+}
+
 std::shared_ptr<NcclComms>
 CudaDevice::ncclSetFor(const std::vector<CudaDevice *> &Devs) const {
   for (const std::shared_ptr<NcclComms> &Set : Nccl)
@@ -711,8 +756,10 @@ CudaDevice::ncclSetFor(const std::vector<CudaDevice *> &Devs) const {
 }
 
 template <typename BlockFn, typename QueryFn>
-Status CudaDevice::waitUntil(BlockFn Block, QueryFn Query, const char *What) {
-  if (Nccl.empty()) {
+Status CudaDevice::waitUntil(BlockFn Block, QueryFn Query, const char *What,
+                             bool BetweenSteps) {
+  std::vector<std::shared_ptr<NcclComms>> Sets = liveNcclSets();
+  if (Sets.empty()) {
     cudaError_t E = Block();
     return E == cudaSuccess ? Status::ok() : cudaStatus(E, What);
   }
@@ -729,21 +776,21 @@ Status CudaDevice::waitUntil(BlockFn Block, QueryFn Query, const char *What) {
         return E == cudaSuccess ? Status::ok() : cudaStatus(E, What);
       },
       [&] {
-        for (const std::shared_ptr<NcclComms> &Set : Nccl) {
-          Status W = Set->hopeless();
+        for (const std::shared_ptr<NcclComms> &Set : Sets) {
+          Status W = Set->hopeless(BetweenSteps);
           if (!W.isOk())
             return W;
         }
         return Status::ok();
       },
       [&] {
-        for (const std::shared_ptr<NcclComms> &Set : Nccl)
+        for (const std::shared_ptr<NcclComms> &Set : Sets)
           Set->abort();
       });
 }
 #else
 template <typename BlockFn, typename QueryFn>
-Status CudaDevice::waitUntil(BlockFn Block, QueryFn, const char *What) {
+Status CudaDevice::waitUntil(BlockFn Block, QueryFn, const char *What, bool) {
   cudaError_t E = Block();
   return E == cudaSuccess ? Status::ok() : cudaStatus(E, What);
 }
@@ -824,6 +871,7 @@ mdrt::createNcclCollective(const std::vector<Device *> &Devices) {
     auto Set = std::make_shared<NcclComms>(Devs);
     Status S = Set->init();
     if (S.isOk()) {
+      registerNcclSet(Set);
       for (CudaDevice *D : Devs)
         D->addNcclSet(Set);
       return std::make_unique<NcclCollective>(std::move(Set));

@@ -343,14 +343,35 @@ Status Checker::checkProgram(const fb::Program &Prog, unsigned Index) {
   return Status::ok();
 }
 
+/// The kernel with program-wide id \p Id (ids are valid here).
+static const fb::Kernel *kernelAt(const fb::Program &Prog, uint32_t Id) {
+  for (const fb::DeviceProgram *DP : *Prog.devices()) {
+    uint32_t N = DP->kernels() ? DP->kernels()->size() : 0;
+    if (Id < N)
+      return DP->kernels()->Get(Id);
+    Id -= N;
+  }
+  return nullptr;
+}
+
+/// A Send's or Recv's channel, as the executor reads it (-1 if none).
+static int64_t channelOf(const fb::Kernel &K) {
+  if (K.attrs())
+    for (const fb::Attr *A : *K.attrs())
+      if (A->name()->string_view() == "channel" &&
+          A->kind() == fb::AttrKind::Int)
+        return A->i();
+  return -1;
+}
+
 /// The step can finish: each device runs its kernels in order, a kernel
-/// starts after the kernels it waits for, and the kernels of one collective
-/// complete together, once every participant has reached its own. So the
-/// graph of kernels (a collective's kernels merged into one node) with an
-/// edge from each kernel to the next on its device and from each waited
-/// kernel to its waiter must have no cycle; in particular, every device
-/// meets the collectives it shares with another in the same order, as NCCL
-/// requires of operations on one communicator. Also: a kernel belongs to
+/// starts after the kernels it waits for (a Recv also after its Send), and the
+/// kernels of one collective complete together, once every participant has
+/// reached its own. So the graph of kernels (a collective's kernels merged into
+/// one node) with an edge from each kernel to the next on its device and from
+/// each waited kernel to its waiter must have no cycle; in particular, every
+/// device meets the collectives it shares with another in the same order, as
+/// NCCL requires of operations on one communicator. Also: a kernel belongs to
 /// one collective at most, and a collective has one kernel per device.
 Status Checker::checkProgress(const fb::Program &Prog, const std::string &PName,
                               const std::vector<uint32_t> &KernelDevice) {
@@ -380,6 +401,10 @@ Status Checker::checkProgress(const fb::Program &Prog, const std::string &PName,
     const fb::Collective *Coll = Prog.collectives()->Get(C);
     std::set<uint32_t> Devices;
     for (uint32_t K : *Coll->kernels()) {
+      if (kernelAt(Prog, K)->op()->string_view() != "AllReduce")
+        return fail(KernelName(K) + " of program '" + PName +
+                    "' takes part in a collective, but only AllReduce "
+                    "kernels do");
       if (Node[K] != K)
         return fail(KernelName(K) + " of program '" + PName +
                     "' takes part in two collectives (or twice in one)");
@@ -397,8 +422,12 @@ Status Checker::checkProgress(const fb::Program &Prog, const std::string &PName,
   Edges.reserve(NumKernels);
   {
     // The executor runs a device's kernels in id order, also when the
-    // program lists the device more than once.
+    // program lists the device more than once, and a Recv waits for the
+    // last Send of its channel (wherever it is; a Recv without one is
+    // refused when the program is created).
     std::vector<int64_t> Last(NumDevices, -1);
+    std::map<int64_t, uint32_t> SendOf;
+    std::vector<std::pair<int64_t, uint32_t>> Recvs;
     uint32_t Id = 0;
     for (const fb::DeviceProgram *DP : *Prog.devices()) {
       if (!DP->kernels())
@@ -412,8 +441,18 @@ Status Checker::checkProgress(const fb::Program &Prog, const std::string &PName,
           for (uint32_t W : *K->waits())
             if (Node[W] != Node[Id])
               Edges.emplace_back(Node[W], Node[Id]);
+        std::string_view Op = K->op()->string_view();
+        if (Op == "Send")
+          SendOf[channelOf(*K)] = Id;
+        else if (Op == "Recv")
+          Recvs.emplace_back(channelOf(*K), Id);
         ++Id;
       }
+    }
+    for (const auto &[Channel, Recv] : Recvs) {
+      auto It = SendOf.find(Channel);
+      if (It != SendOf.end() && Node[It->second] != Node[Recv])
+        Edges.emplace_back(Node[It->second], Node[Recv]);
     }
   }
   std::vector<uint32_t> Begin(NumNodes + 1, 0), Succ(Edges.size()),

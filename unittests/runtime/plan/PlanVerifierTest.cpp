@@ -172,6 +172,9 @@ struct KSpec {
   std::string Name;
   bool AllReduce = false;
   std::vector<uint32_t> Waits = {};
+  /// "Send" or "Recv" (then Channel is its channel), else as above.
+  std::string Op = {};
+  int64_t Channel = -1;
 };
 
 /// Two CPUs, each with its kernels (ids count through device 0, then 1),
@@ -206,10 +209,20 @@ std::string verifyProgress(const std::vector<std::vector<KSpec>> &PerDevice,
       std::vector<uint32_t> Out = {uint32_t(Buffers.size())};
       Buffers.push_back(fb::CreateBufferDirect(
           FB, K.Name.c_str(), D, fb::DType::Float32, &Shape, 128 * I + 64, 4));
+      std::string Op = !K.Op.empty() ? K.Op
+                       : K.AllReduce ? "AllReduce"
+                                     : "Identity";
+      std::vector<flatbuffers::Offset<fb::Attr>> Attrs;
+      if (K.Channel >= 0)
+        Attrs.push_back(
+            fb::CreateAttrDirect(FB, "channel", fb::AttrKind::Int, K.Channel));
+      std::vector<uint32_t> None;
+      // Sends also signal: the executor waits for them.
       Kernels.push_back(fb::CreateKernelDirect(
-          FB, K.Name.c_str(), K.AllReduce ? "AllReduce" : "Identity", nullptr,
-          &In, &Out, K.Waits.empty() ? nullptr : &K.Waits,
-          Waited.count(Id) != 0));
+          FB, K.Name.c_str(), Op.c_str(), Attrs.empty() ? nullptr : &Attrs,
+          Op == "Recv" ? &None : &In, Op == "Send" ? &None : &Out,
+          K.Waits.empty() ? nullptr : &K.Waits,
+          Waited.count(Id) != 0 || Op == "Send"));
     }
     DevProgs.push_back(
         fb::CreateDeviceProgramDirect(FB, D, &Kernels, Bytes, Bytes, "none"));
@@ -238,6 +251,12 @@ std::string verifyProgress(const std::vector<std::vector<KSpec>> &PerDevice,
 KSpec allReduce(std::string Name) { return {std::move(Name), true}; }
 KSpec identity(std::string Name, std::vector<uint32_t> Waits = {}) {
   return {std::move(Name), false, std::move(Waits)};
+}
+KSpec send(std::string Name, int64_t Channel) {
+  return {std::move(Name), false, {}, "Send", Channel};
+}
+KSpec recv(std::string Name, int64_t Channel) {
+  return {std::move(Name), false, {}, "Recv", Channel};
 }
 
 } // namespace
@@ -299,4 +318,36 @@ TEST(PlanVerifierTest, CollectiveMembership) {
       "kernel 'a0' (AllReduce) on "
       "/job:worker/replica:0/task:0/device:CPU:0 of program 'train' "
       "takes part in two collectives (or twice in one)");
+}
+
+TEST(PlanVerifierTest, ARecvWaitsForItsSend) {
+  // A transfer in a consistent order verifies.
+  EXPECT_EQ(
+      verifyProgress(
+          {{identity("x"), send("s", 1)}, {recv("r", 1), identity("y")}}, {}),
+      "");
+  // x waits for y, which device 1 runs after r, which waits for s, which
+  // device 0 runs after x: a cycle only through the transfer's wait.
+  EXPECT_EQ(verifyProgress({{identity("x", {3}), send("s", 1)},
+                            {recv("r", 1), identity("y")}},
+                           {}),
+            "program 'train' can never finish a step: kernel 'x' (Identity) "
+            "on /job:worker/replica:0/task:0/device:CPU:0 waits for itself "
+            "through its devices' kernel order, its waits and its "
+            "all-reduces (a cycle)");
+  // On one device, a Recv before its Send waits for itself.
+  EXPECT_EQ(verifyProgress({{recv("r", 2), send("s", 2)}, {identity("y")}}, {}),
+            "program 'train' can never finish a step: kernel 'r' (Recv) on "
+            "/job:worker/replica:0/task:0/device:CPU:0 waits for itself "
+            "through its devices' kernel order, its waits and its "
+            "all-reduces (a cycle)");
+}
+
+TEST(PlanVerifierTest, OnlyAllReducesTakePartInCollectives) {
+  // The executor would run the Identity as a plain kernel, and the other
+  // participant would wait in the collective for ever.
+  EXPECT_EQ(verifyProgress({{identity("a0")}, {allReduce("a1")}}, {{0, 1}}),
+            "kernel 'a0' (Identity) on "
+            "/job:worker/replica:0/task:0/device:CPU:0 of program 'train' "
+            "takes part in a collective, but only AllReduce kernels do");
 }
