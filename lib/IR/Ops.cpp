@@ -15,7 +15,9 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
 using namespace mdplan;
@@ -34,9 +36,9 @@ static Error expectFloat(InferContext &C, unsigned I) {
 
 static Error expectSameType(InferContext &C, unsigned I, unsigned J) {
   if (C.input(I).Elt != C.input(J).Elt)
-    return C.error("element types of inputs " + Twine(I) + " and " +
-                   Twine(J) + " differ: " + dtypeName(C.input(I).Elt) +
-                   " and " + dtypeName(C.input(J).Elt));
+    return C.error("element types of inputs " + Twine(I) + " and " + Twine(J) +
+                   " differ: " + dtypeName(C.input(I).Elt) + " and " +
+                   dtypeName(C.input(J).Elt));
   return Error::success();
 }
 
@@ -111,8 +113,8 @@ reductionAxes(InferContext &C, const std::vector<int64_t> &Axes,
   for (int64_t A : Axes) {
     int64_t N = A < 0 ? A + Rank : A;
     if (N < 0 || N >= int64_t(Rank))
-      return C.error("reduction axis " + Twine(A) + " is out of range for rank " +
-                     Twine(Rank));
+      return C.error("reduction axis " + Twine(A) +
+                     " is out of range for rank " + Twine(Rank));
     if (is_contained(R, unsigned(N)))
       return C.error("reduction axis " + Twine(A) + " given twice");
     R.push_back(unsigned(N));
@@ -134,7 +136,6 @@ static Shape reducedShape(const Shape &In, ArrayRef<unsigned> Axes,
   }
   return Out;
 }
-
 
 //===----------------------------------------------------------------------===//
 // Shape functions
@@ -161,8 +162,7 @@ static Error shapeInput(InferContext &C) {
 static Error checkStaticShape(InferContext &C, const Shape &S) {
   for (int64_t D : S.dims())
     if (D < 0)
-      return C.error("shape " + S.str() +
-                     " must have non-negative dimensions");
+      return C.error("shape " + S.str() + " must have non-negative dimensions");
   return Error::success();
 }
 
@@ -394,9 +394,9 @@ static Error shapeReduce(InferContext &C) {
       reductionAxes(C, C.attrs().getInts("axes"), C.input(0).Dims.rank());
   if (!Axes)
     return Axes.takeError();
-  C.setOutput(0, C.input(0).Elt,
-              reducedShape(C.input(0).Dims, *Axes,
-                           C.attrs().getBool("keep_dims")));
+  C.setOutput(
+      0, C.input(0).Elt,
+      reducedShape(C.input(0).Dims, *Axes, C.attrs().getBool("keep_dims")));
   return Error::success();
 }
 
@@ -529,9 +529,11 @@ static Error shapeDropout(InferContext &C) {
   if (Error E = expectFloat(C, 0))
     return E;
   double Rate = C.attrs().getFloat("rate");
-  if (!(Rate >= 0 && Rate < 1))
-    return C.error("dropout rate must be in [0, 1), got " +
-                   std::to_string(Rate));
+  if (!(Rate >= 0 && Rate < 1)) {
+    std::string Text;
+    raw_string_ostream(Text) << format("%g", Rate);
+    return C.error("dropout rate must be in [0, 1), got " + Text);
+  }
   C.setOutput(0, C.input(0).Elt, C.input(0).Dims);
   C.setOutput(1, C.input(0).Elt, C.input(0).Dims);
   return Error::success();
@@ -609,8 +611,8 @@ static Error checkUpdatesVariable(InferContext &C) {
   Node *V = C.node().getInput(0).N;
   if (!V->getOp().isVariable())
     return C.error(C.node().getOpName() +
-                   " must update a variable, but input 0 is '" +
-                   V->getName() + "' (" + V->getOpName() + ")");
+                   " must update a variable, but input 0 is '" + V->getName() +
+                   "' (" + V->getOpName() + ")");
   return Error::success();
 }
 
@@ -906,9 +908,9 @@ static Error gradBatchNorm(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                                    TensorRef(&F, 2)};
   if (Scale)
     Ins.push_back(F.getInput(2));
-  Node *G = B.create(OpKind::BatchNormGrad, Ins,
-                     attrs({{"epsilon", F.attrs().getFloat("epsilon")},
-                            {"scale", Scale}}));
+  Node *G = B.create(
+      OpKind::BatchNormGrad, Ins,
+      attrs({{"epsilon", F.attrs().getFloat("epsilon")}, {"scale", Scale}}));
   if (!G)
     return Error::success();
   DX[0] = TensorRef(G, 0);
@@ -967,8 +969,8 @@ public:
   }
   Def &attr(StringRef Name, AttrKind K, std::optional<Attr> Default = {},
             std::vector<StringRef> Allowed = {}) {
-    D.Attrs.push_back(AttrDef{Name, K, std::move(Default), std::move(Allowed),
-                              StringRef()});
+    D.Attrs.push_back(
+        AttrDef{Name, K, std::move(Default), std::move(Allowed), StringRef()});
     return *this;
   }
   Def &flags(unsigned F) {
@@ -990,13 +992,17 @@ private:
 } // namespace
 
 static const std::vector<StringRef> Paddings = {"SAME", "VALID"};
-static const std::vector<StringRef> Initializers = {
-    "zeros",  "ones",           "constant",      "normal",   "truncated_normal",
-    "uniform", "glorot_uniform", "glorot_normal", "he_normal"};
+static const std::vector<StringRef> Initializers = {"zeros",
+                                                    "ones",
+                                                    "constant",
+                                                    "normal",
+                                                    "truncated_normal",
+                                                    "uniform",
+                                                    "glorot_uniform",
+                                                    "glorot_normal",
+                                                    "he_normal"};
 
-static unsigned numOutputsLikeInputs(const AttrDict &, unsigned N) {
-  return N;
-}
+static unsigned numOutputsLikeInputs(const AttrDict &, unsigned N) { return N; }
 
 namespace mdplan {
 void registerAllOps(std::vector<OpDef> &Ops) {
@@ -1038,8 +1044,11 @@ void registerAllOps(std::vector<OpDef> &Ops) {
       .inputs({"x"})
       .shape(shapeSameAsInput0)
       .grad(gradIdentity);
-  Def(Ops, OpKind::NoOp).inputs({}).outputs(0).flags(OF_NoGradient).shape(
-      shapeNone);
+  Def(Ops, OpKind::NoOp)
+      .inputs({})
+      .outputs(0)
+      .flags(OF_NoGradient)
+      .shape(shapeNone);
   Def(Ops, OpKind::BatchSlice)
       .inputs({"x"})
       .attr("index", K::Int)
@@ -1175,8 +1184,7 @@ void registerAllOps(std::vector<OpDef> &Ops) {
   Helper(OpKind::TanhGrad, {"y", "dy"}, shapeLikeInput<0>);
   Helper(OpKind::SoftmaxGrad, {"y", "dy"}, shapeLikeInput<0>);
   Helper(OpKind::BiasAddGrad, {"dy"}, shapeBiasAddGrad);
-  Helper(OpKind::SumToShape, {"x"}, shapeSumToShape)
-      .attr("shape", K::Shape);
+  Helper(OpKind::SumToShape, {"x"}, shapeSumToShape).attr("shape", K::Shape);
   Helper(OpKind::BroadcastGrad, {"dy"}, shapeBroadcastGrad)
       .attr("shape", K::Shape)
       .attr("axes", K::IntList, V({}))
@@ -1189,8 +1197,7 @@ void registerAllOps(std::vector<OpDef> &Ops) {
       .attr("input_shape", K::Shape)
       .attr("strides", K::IntList, V({1, 1}))
       .attr("padding", K::String, Attr("SAME"), Paddings);
-  Helper(OpKind::Conv2DBackpropFilter, {"input", "dy"},
-         shapeConvBackpropFilter)
+  Helper(OpKind::Conv2DBackpropFilter, {"input", "dy"}, shapeConvBackpropFilter)
       .attr("filter_shape", K::Shape)
       .attr("strides", K::IntList, V({1, 1}))
       .attr("padding", K::String, Attr("SAME"), Paddings);
