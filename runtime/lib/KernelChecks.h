@@ -68,6 +68,8 @@ Status checkTypes(const KernelInfo &I, const std::vector<unsigned> &Inputs,
 /// Checks that \p D has \p N elements.
 Status checkElements(const KernelInfo &I, const TensorDesc &D, int64_t N,
                      const char *What);
+/// Checks that a Dropout rate is in [0, 1).
+Status checkDropoutRate(double Rate);
 /// Flags the dimensions of a rank-\p Rank tensor named by \p Axes
 /// (negative counts from the end; empty: all).
 Status reductionAxes(const std::vector<int64_t> &Axes, size_t Rank,

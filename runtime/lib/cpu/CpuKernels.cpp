@@ -11,6 +11,7 @@
 
 #include "CpuCommon.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -92,6 +93,15 @@ Status cpu::checkElements(const KernelInfo &I, const TensorDesc &D, int64_t N,
     return Status::error(std::string(What) + " " + D.str() + " should have " +
                          std::to_string(N) + " elements");
   return Status::ok();
+}
+
+Status cpu::checkDropoutRate(double Rate) {
+  if (Rate >= 0 && Rate < 1)
+    return Status::ok();
+  char Text[32];
+  std::snprintf(Text, sizeof(Text), "%g", Rate);
+  return Status::error(std::string("dropout rate must be in [0, 1), got ") +
+                       Text);
 }
 
 Status cpu::reductionAxes(const std::vector<int64_t> &Axes, size_t Rank,

@@ -591,9 +591,7 @@ public:
     MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[0], N, "output"));
     MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[1], N, "output"));
     double Rate = I.Attrs.getFloat("rate", 0.5);
-    if (!(Rate >= 0 && Rate < 1))
-      return Status::error("dropout rate must be in [0, 1), got " +
-                           std::to_string(Rate));
+    MDRT_RETURN_IF_ERROR(cpu::checkDropoutRate(Rate));
     // u >= rate in exact arithmetic is u >= the least float not below rate
     // (u is a float).
     Threshold = float(Rate);

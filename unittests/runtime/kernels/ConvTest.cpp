@@ -162,19 +162,24 @@ TEST(CpuKernels, ConvolutionRejectsBadShapes) {
       .input(G.tensor(DType::Float32, {1, 5, 5, 3}))
       .input(G.tensor(DType::Float32, {3, 3, 2, 4}))
       .output(DType::Float32, {1, 5, 5, 4});
-  EXPECT_NE(R.create(), "");
+  EXPECT_EQ(R.create(), "node 'test/Conv2D' (Conv2D): input [1,5,5,3] does not "
+                        "match the filter [3,3,2,4]");
   OpRunner O("Conv2D");
   O.attr("padding", std::string("VALID"))
       .input(G.tensor(DType::Float32, {1, 5, 5, 3}))
       .input(G.tensor(DType::Float32, {3, 3, 3, 4}))
       .output(DType::Float32, {1, 5, 5, 4});
-  EXPECT_NE(O.create(), "");
+  EXPECT_EQ(O.create(),
+            "node 'test/Conv2D' (Conv2D): output of the convolution of "
+            "[1,5,5,3] by [3,3,3,4] should be [1,3,3,4], got [1,5,5,4]");
   OpRunner P("Conv2D");
   P.attr("padding", std::string("FULL"))
       .input(G.tensor(DType::Float32, {1, 5, 5, 3}))
       .input(G.tensor(DType::Float32, {3, 3, 3, 4}))
       .output(DType::Float32, {1, 5, 5, 4});
-  EXPECT_NE(P.create(), "");
+  EXPECT_EQ(
+      P.create(),
+      "node 'test/Conv2D' (Conv2D): padding must be SAME or VALID, got 'FULL'");
 }
 
 //===----------------------------------------------------------------------===//

@@ -73,7 +73,8 @@ TEST(CpuKernels, MatMulRejectsMismatchedShapes) {
   R.input(G.tensor(DType::Float32, {3, 4}))
       .input(G.tensor(DType::Float32, {5, 6}))
       .output(DType::Float32, {3, 6});
-  EXPECT_NE(R.create(), "");
+  EXPECT_EQ(R.create(), "node 'test/MatMul' (MatMul): inner dimensions do not "
+                        "match: float32[3,4] x float32[5,6]");
   OpRunner T("MatMul");
   T.attr("transpose_b", true)
       .input(G.tensor(DType::Float32, {3, 4}))
@@ -84,7 +85,8 @@ TEST(CpuKernels, MatMulRejectsMismatchedShapes) {
   I.input(G.tensor(DType::Int32, {3, 4}))
       .input(G.tensor(DType::Int32, {4, 2}))
       .output(DType::Int32, {3, 2});
-  EXPECT_NE(I.create(), "");
+  EXPECT_EQ(I.create(), "node 'test/MatMul' (MatMul): no CPU kernel for MatMul "
+                        "on element type int32");
 }
 
 } // namespace

@@ -90,7 +90,8 @@ TEST(CpuKernels, IdentityAndReshapeCopyEveryType) {
   }
   OpRunner Bad("Reshape");
   Bad.input(G.tensor(DType::Float32, {3, 5})).output(DType::Float32, {4, 4});
-  EXPECT_NE(Bad.create(), "");
+  EXPECT_EQ(Bad.create(), "node 'test/Reshape' (Reshape): output float32[4,4] "
+                          "should have 15 elements");
 }
 
 TEST(CpuKernels, IdentityLargeCopyOnTwoThreads) {
@@ -122,13 +123,17 @@ TEST(CpuKernels, BatchSliceTakesItsRows) {
       .attr("count", int64_t(3))
       .input(G.tensor(DType::Float32, {6, 2}))
       .output(DType::Float32, {2, 2});
-  EXPECT_NE(Bad.create(), "");
+  EXPECT_EQ(
+      Bad.create(),
+      "node 'test/BatchSlice' (BatchSlice): slice 3 of 3 is out of range");
   OpRunner Rows("BatchSlice");
   Rows.attr("index", int64_t(0))
       .attr("count", int64_t(2))
       .input(G.tensor(DType::Float32, {6, 2}))
       .output(DType::Float32, {2, 2});
-  EXPECT_NE(Rows.create(), "");
+  EXPECT_EQ(Rows.create(),
+            "node 'test/BatchSlice' (BatchSlice): slice 0 of 2 of float32[6,2] "
+            "has 3 rows, output is float32[2,2]");
 }
 
 TEST(CpuKernels, CastConvertsAndTruncatesTowardZero) {
