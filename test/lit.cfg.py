@@ -25,6 +25,16 @@ config.substitutions.append(("%mdplan_obj_root", config.mdplan_obj_root))
 config.substitutions.append(("%S_inputs",
                              os.path.join(config.test_source_root, "Inputs")))
 
+# flatc (a build without it uses a pregenerated schema header): plans
+# rewritten through JSON (Plan/Inputs/edit_plan.py).
+if config.flatc and os.path.isfile(config.flatc):
+    config.available_features.add("flatc")
+    config.substitutions.append(("%edit_plan", "%s %s --flatc=%s --schema=%s" % (
+        config.python_executable,
+        os.path.join(config.test_source_root, "Plan", "Inputs", "edit_plan.py"),
+        config.flatc, os.path.join(config.mdplan_src_root, "schema",
+                                   "plan.fbs"))))
+
 # Optional features for REQUIRES: lines.
 if config.have_cuda:
     config.available_features.add("cuda-build")
