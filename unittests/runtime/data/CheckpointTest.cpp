@@ -8,12 +8,14 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include <unistd.h>
+#include <zlib.h>
 
 using namespace mdrt;
 namespace fs = std::filesystem;
@@ -255,6 +257,85 @@ TEST(CheckpointTest, HeaderErrors) {
   EXPECT_ERROR_HAS(readCheckpoint(Dir.file("none")),
                    "cannot open checkpoint '" + Dir.file("none") +
                        "': No such file or directory");
+}
+
+/// Little-endian field of \p Bytes at \p Off.
+template <typename T> void putLE(std::vector<uint8_t> &Bytes, size_t Off, T V) {
+  for (size_t I = 0; I < sizeof(T); ++I)
+    Bytes[Off + I] = uint8_t(uint64_t(V) >> (8 * I));
+}
+
+/// Recomputes the trailing CRC32, as a writer that wrote the structure
+/// wrong would have: what parseCheckpoint finds is then past the checksum.
+void reseal(std::vector<uint8_t> &Bytes) {
+  size_t N = Bytes.size() - 4;
+  uint32_t Crc = uint32_t(crc32(crc32(0, nullptr, 0), Bytes.data(), uInt(N)));
+  putLE<uint32_t>(Bytes, N, Crc);
+}
+
+TEST(CheckpointTest, StructureErrorsBehindAValidChecksum) {
+  Fixture F;
+  StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
+  ASSERT_TRUE(Enc.isOk());
+  // The first tensor, "dense/w" float32[2,3], starts at offset 72: its
+  // name length (4 bytes), name (7), dtype, rank, 2 reserved bytes, dims
+  // (2 x 8), data size (8).
+  const size_t Tensor0 = 72, DType0 = Tensor0 + 4 + 7, Dims0 = DType0 + 4,
+               Size0 = Dims0 + 16;
+  auto Parse = [](std::vector<uint8_t> B) {
+    reseal(B);
+    return errorOf(parseCheckpoint(B.data(), B.size(), "c"));
+  };
+  std::vector<uint8_t> B = *Enc;
+  EXPECT_EQ(Parse(B), "<ok>");
+
+  B = *Enc;
+  putLE<uint32_t>(B, 12, 80);
+  EXPECT_EQ(errorOf(parseCheckpoint(B.data(), B.size(), "c")),
+            "checkpoint 'c' is corrupt: header size 80, expected 72");
+  B = *Enc;
+  B[DType0] = 9;
+  EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: tensor 'dense/w' has "
+                      "unknown dtype 9 (at offset 87)");
+  B = *Enc;
+  putLE<int64_t>(B, Dims0, -2);
+  EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: tensor 'dense/w' has a "
+                      "negative dim (at offset 95)");
+  B = *Enc;
+  putLE<int64_t>(B, Dims0, int64_t(1) << 59);
+  putLE<int64_t>(B, Dims0 + 8, 64);
+  EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: tensor 'dense/w' is too "
+                      "large (at offset 103)");
+  B = *Enc;
+  putLE<uint64_t>(B, Size0, 20);
+  EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: tensor 'dense/w' "
+                      "float32[2,3] says it has 20 bytes of data (at offset "
+                      "111)");
+  // "dense/b" (the second tensor) renamed "dense/w".
+  B = *Enc;
+  auto At = std::search(B.begin(), B.end(), std::begin("dense/b"),
+                        std::end("dense/b") - 1);
+  ASSERT_NE(At, B.end());
+  *(At + 6) = 'w';
+  EXPECT_EQ(Parse(B).rfind("checkpoint 'c' is corrupt: tensor 'dense/w' "
+                           "appears twice (at offset ",
+                           0),
+            0u)
+      << Parse(B);
+  // A tensor count that disagrees with the tensors.
+  B = *Enc;
+  putLE<uint32_t>(B, 64, uint32_t(F.refs().size() - 1));
+  EXPECT_EQ(Parse(B).rfind("checkpoint 'c' is corrupt: ", 0), 0u);
+  EXPECT_NE(Parse(B).find(" unused bytes before the checksum (at offset "),
+            std::string::npos)
+      << Parse(B);
+  B = *Enc;
+  putLE<uint32_t>(B, 64, uint32_t(F.refs().size() + 1));
+  EXPECT_EQ(Parse(B).rfind("checkpoint 'c' is corrupt: tensor 7 is cut off "
+                           "(at offset ",
+                           0),
+            0u)
+      << Parse(B);
 }
 
 TEST(CheckpointTest, PlanMismatches) {
