@@ -152,6 +152,7 @@ public:
     if (Ctx.Stream)
       cudaStreamSynchronize(Ctx.Stream);
 #ifdef MDRT_HAVE_NCCL
+    retireNcclSets();
     Nccl.clear(); // The last device of a set destroys its communicators.
 #endif
     for (cudaEvent_t E : Events)
@@ -368,6 +369,8 @@ public:
   }
   /// Device lists whose communicators failed to initialize (noted once).
   std::vector<std::vector<CudaDevice *>> NcclUnusable;
+  /// Called by the destructor: the sets stop reading their devices.
+  void retireNcclSets();
 #endif
 
 private:
@@ -668,11 +671,16 @@ public:
   /// querying a capturing stream would break its capture), also a rank
   /// whose stream failed (a sticky error) without anyone recording it.
   Status hopeless(bool QueryStreams) {
+    std::shared_lock<std::shared_mutex> L(M);
+    if (Retired)
+      return Status::ok();
     {
-      std::lock_guard<std::mutex> L(FailM);
+      std::lock_guard<std::mutex> F(FailM);
       if (!Failure.empty())
         return Status::error("all-reduce aborted, since " + Failure);
     }
+    if (Aborted)
+      return Status::error("all-reduce aborted after a failure");
     for (CudaDevice *D : Devs) {
       Status S = D->context().error();
       if (S.isOk() && QueryStreams) {
@@ -687,9 +695,6 @@ public:
         return Status::error("all-reduce aborted, since " + D->name() +
                              " failed: " + S.message());
     }
-    std::shared_lock<std::shared_mutex> L(M);
-    if (Aborted)
-      return Status::error("all-reduce aborted after a failure");
     for (size_t I = 0; I < Comms.size(); ++I) {
       ncclResult_t R = ncclSuccess;
       if (ncclCommGetAsyncError(Comms[I], &R) == ncclSuccess &&
@@ -704,7 +709,7 @@ public:
   /// without a result, later ones fail at once.
   void abort() {
     std::unique_lock<std::shared_mutex> L(M);
-    if (Aborted)
+    if (Aborted || Retired)
       return;
     Aborted = true;
     for (ncclComm_t C : Comms)
@@ -712,12 +717,21 @@ public:
         ncclCommAbort(C);
   }
 
+  /// A device of the set is being destroyed (its executor is): the set
+  /// reads none of its devices from now on, and no wait of another
+  /// executor in the process looks at it.
+  void retire() {
+    std::unique_lock<std::shared_mutex> L(M);
+    Retired = true;
+  }
+
 private:
   std::vector<CudaDevice *> Devs;
   std::vector<ncclComm_t> Comms;
-  /// Enqueuing (shared) against aborting (exclusive).
+  /// Enqueuing, checking (shared) against aborting, retiring (exclusive).
   std::shared_mutex M;
   bool Aborted = false;
+  bool Retired = false;
   std::mutex FailM;
   /// The first rank that failed to enqueue, and why.
   std::string Failure;
@@ -747,6 +761,11 @@ std::vector<std::shared_ptr<NcclComms>> liveNcclSets() {
   return Live;
 }
 
+void CudaDevice::retireNcclSets() {
+  for (const std::shared_ptr<NcclComms> &Set : Nccl)
+    Set->retire();
+}
+
 std::shared_ptr<NcclComms>
 CudaDevice::ncclSetFor(const std::vector<CudaDevice *> &Devs) const {
   for (const std::shared_ptr<NcclComms> &Set : Nccl)
@@ -759,6 +778,7 @@ template <typename BlockFn, typename QueryFn>
 Status CudaDevice::waitUntil(BlockFn Block, QueryFn Query, const char *What,
                              bool BetweenSteps) {
   std::vector<std::shared_ptr<NcclComms>> Sets = liveNcclSets();
+  std::vector<NcclComms *> Doomed;
   if (Sets.empty()) {
     cudaError_t E = Block();
     return E == cudaSuccess ? Status::ok() : cudaStatus(E, What);
@@ -776,15 +796,21 @@ Status CudaDevice::waitUntil(BlockFn Block, QueryFn Query, const char *What,
         return E == cudaSuccess ? Status::ok() : cudaStatus(E, What);
       },
       [&] {
+        // Every set that cannot complete is aborted, not the others (which
+        // may belong to another executor in the process).
+        Status First = Status::ok();
         for (const std::shared_ptr<NcclComms> &Set : Sets) {
           Status W = Set->hopeless(BetweenSteps);
-          if (!W.isOk())
-            return W;
+          if (W.isOk())
+            continue;
+          Doomed.push_back(Set.get());
+          if (First.isOk())
+            First = W;
         }
-        return Status::ok();
+        return First;
       },
       [&] {
-        for (const std::shared_ptr<NcclComms> &Set : Sets)
+        for (NcclComms *Set : Doomed)
           Set->abort();
       });
 }
