@@ -29,7 +29,7 @@ config.substitutions.append(("%S_inputs",
 # rewritten through JSON (Plan/Inputs/edit_plan.py).
 if config.flatc and os.path.isfile(config.flatc):
     config.available_features.add("flatc")
-    config.substitutions.append(("%edit_plan", "%s %s --flatc=%s --schema=%s" % (
+    config.substitutions.append(("%edit_plan", "'%s' '%s' '--flatc=%s' '--schema=%s'" % (
         config.python_executable,
         os.path.join(config.test_source_root, "Plan", "Inputs", "edit_plan.py"),
         config.flatc, os.path.join(config.mdplan_src_root, "schema",

@@ -48,8 +48,11 @@ TEST(AbortableWait, TheWorksOwnErrorIsReported) {
         return Status::error("cuda error in cudaStreamQuery: an illegal "
                              "memory access was encountered");
       },
-      [] { return Status::ok(); }, [] { FAIL() << "nothing to abort"; },
-      eager());
+      [] {
+        ADD_FAILURE() << "a finished wait asks nothing more";
+        return Status::ok();
+      },
+      [] { ADD_FAILURE() << "nothing to abort"; }, eager());
   EXPECT_EQ(S.message(), "cuda error in cudaStreamQuery: an illegal memory "
                          "access was encountered");
 }
@@ -60,9 +63,12 @@ TEST(AbortableWait, AHopelessWaitAbortsOnceAndReportsWhy) {
   bool Aborted = false;
   int Aborts = 0, Checks = 0, PollsAfterAbort = 0;
   Status S = waitOrAbort(
-      [&]() -> std::optional<Status> {
+      [&, Polls = 0]() mutable -> std::optional<Status> {
         if (!Aborted)
-          return std::nullopt;
+          // Fails (instead of hanging) if the wait never aborts.
+          return ++Polls < 1000000
+                     ? std::nullopt
+                     : std::optional<Status>(Status::error("never aborted"));
         if (++PollsAfterAbort < 3)
           return std::nullopt;
         return Status::ok();
@@ -112,9 +118,11 @@ TEST(AbortableWait, APeerFailingOnAnotherThreadUnblocksTheWait) {
   Status Result;
   std::thread Waiter([&] {
     Result = waitOrAbort(
-        [&]() -> std::optional<Status> {
+        [&, Polls = 0]() mutable -> std::optional<Status> {
           if (!Drained.load())
-            return std::nullopt;
+            return ++Polls < 10000000
+                       ? std::nullopt
+                       : std::optional<Status>(Status::error("never aborted"));
           return Status::ok();
         },
         [&] {
