@@ -381,17 +381,9 @@ Status Checker::checkProgress(const fb::Program &Prog, const std::string &PName,
   const uint32_t NumColl =
       Prog.collectives() ? uint32_t(Prog.collectives()->size()) : 0;
   auto KernelName = [&](uint32_t Id) {
-    uint32_t Base = 0;
-    for (const fb::DeviceProgram *DP : *Prog.devices()) {
-      uint32_t N = DP->kernels() ? DP->kernels()->size() : 0;
-      if (Id < Base + N) {
-        const fb::Kernel *K = DP->kernels()->Get(Id - Base);
-        return "kernel '" + K->name()->str() + "' (" + K->op()->str() +
-               ") on " + P.devices()->Get(DP->device())->name()->str();
-      }
-      Base += N;
-    }
-    return std::string("kernel ") + std::to_string(Id);
+    const fb::Kernel *K = kernelAt(Prog, Id);
+    return "kernel '" + K->name()->str() + "' (" + K->op()->str() + ") on " +
+           P.devices()->Get(KernelDevice[Id])->name()->str();
   };
   // Node of each kernel: itself, or NumKernels + its collective.
   std::vector<uint32_t> Node(NumKernels);
