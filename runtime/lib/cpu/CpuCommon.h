@@ -32,8 +32,11 @@
 #include "oneapi/dnnl/dnnl.hpp"
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__)
 #include <xmmintrin.h>
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 /// Hot loops are compiled for AVX-512, AVX2 and baseline x86-64, the
 /// best picked when the library loads. The kernels are built with
 /// -ffp-contract=off, so every clone rounds exactly alike.
@@ -240,7 +243,7 @@ inline Acc laneSum(int64_t Begin, int64_t End, F &&Fn) {
 /// denormals, which are several times slower to compute with).
 class FlushDenormalsScope {
 public:
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__)
   FlushDenormalsScope() : Saved(_mm_getcsr()) {
     _mm_setcsr(Saved | 0x8040); // FTZ and DAZ.
   }
@@ -248,8 +251,11 @@ public:
 
 private:
   unsigned Saved;
-#endif
+
 public:
+#else
+  FlushDenormalsScope() = default;
+#endif
   FlushDenormalsScope(const FlushDenormalsScope &) = delete;
   FlushDenormalsScope &operator=(const FlushDenormalsScope &) = delete;
 };

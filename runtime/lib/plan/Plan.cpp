@@ -7,6 +7,7 @@
 #include "mdrt/Plan.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -101,6 +102,15 @@ private:
                   ", but the plan has " + std::to_string(NumBuffers));
     return Status::ok();
   }
+  /// FlatBuffers' verifier checks the alignment of a vector's length but
+  /// not of its elements: a vector of 8-byte values may start 4 bytes off,
+  /// and reading it would be undefined behaviour. (The builder does not
+  /// align empty vectors, which have nothing to read.)
+  template <typename T>
+  static bool misaligned(const flatbuffers::Vector<T> *V) {
+    return V && V->size() &&
+           reinterpret_cast<uintptr_t>(V->Data()) % alignof(T) != 0;
+  }
   std::string bufName(uint32_t Id) const {
     const fb::Buffer *B = P.buffers()->Get(Id);
     return "buffer " + std::to_string(Id) + " ('" + B->name()->str() + "')";
@@ -159,6 +169,8 @@ Status Checker::checkBuffers() {
     uint64_t Elt = elementSize(B->dtype());
     if (!Elt)
       return fail(Name() + " has an invalid element type");
+    if (misaligned(B->shape()))
+      return fail(Name() + " has a misaligned shape");
     uint64_t N = 1;
     if (B->shape())
       for (int64_t D : *B->shape()) {
@@ -222,6 +234,8 @@ Status Checker::checkVariables() {
       const fb::Buffer *B = P.buffers()->Get(C->buffer());
       if (!B->persistent())
         return fail(Name() + " is not in persistent memory");
+      if (misaligned(C->values()))
+        return fail(Name() + " has misaligned values");
       uint64_t N = B->bytes() / elementSize(B->dtype());
       size_t NV = C->values() ? C->values()->size() : 0;
       if (NV != 1 && NV != N)
@@ -262,6 +276,11 @@ Status Checker::checkProgram(const fb::Program &Prog, unsigned Index) {
         auto Sig = signatures().find(Op);
         if (Sig == signatures().end())
           return fail(KName() + ": unknown op");
+        if (K->attrs())
+          for (const fb::Attr *A : *K->attrs())
+            if (misaligned(A->ints()) || misaligned(A->floats()))
+              return fail(KName() + ": attribute '" + A->name()->str() +
+                          "' has misaligned values");
         int NI = K->inputs() ? int(K->inputs()->size()) : 0;
         int NO = K->outputs() ? int(K->outputs()->size()) : 0;
         const Signature &S = Sig->second;
