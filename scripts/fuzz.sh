@@ -33,10 +33,13 @@ seeds=()
 case "$target" in
   model)
     seeds=(examples test/Fuzz/Inputs/model)
-    cp -n test/*/Inputs/*.mdg test/*/*/Inputs/*.mdg "$corpus"/ 2>/dev/null || true ;;
+    # The test suite's models (lit tests themselves, RUN lines in comments).
+    find test -name '*.mdg' | while read -r f; do
+      cp "$f" "$corpus/$(echo "${f#test/}" | tr / _)"
+    done ;;
   deploy)
     seeds=(test/Fuzz/Inputs/deploy)
-    find test -name '*.cfg' -exec cp -n {} "$corpus"/ \; ;;
+    ;;
   plan)
     seeds=(test/Fuzz/Inputs/plan)
     for m in examples/*.mdg; do

@@ -184,6 +184,10 @@ Status Checker::checkBuffers() {
     if (N * Elt != B->bytes())
       return fail(Name() + " holds " + std::to_string(B->bytes()) +
                   " bytes, but its type needs " + std::to_string(N * Elt));
+    if (B->offset() % Elt)
+      return fail(Name() + " is misaligned: offset " +
+                  std::to_string(B->offset()) + " for " + std::to_string(Elt) +
+                  "-byte elements");
     const fb::Device *D = P.devices()->Get(B->device());
     uint64_t Limit = B->persistent() ? D->persistent_bytes() : D->arena_bytes();
     if (B->offset() > Limit || B->bytes() > Limit - B->offset())
