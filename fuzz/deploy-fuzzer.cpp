@@ -13,18 +13,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "FuzzRun.h"
+#include "FuzzCompile.h"
 
-#include "mdplan/Deploy/DeploymentConfig.h"
 #include "mdplan/Frontend/ModelReader.h"
-#include "mdplan/Plan/Compiler.h"
-#include "mdplan/Transforms/Pass.h"
-
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
-#include "llvm/Support/raw_ostream.h"
-
-#include <cstdlib>
 
 using namespace mdplan;
 
@@ -100,41 +91,19 @@ output { name: "accuracy" tensor: "BatchNormClassifier/accuracy" }
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   llvm::StringRef Text(reinterpret_cast<const char *>(Data), Size);
   DeploymentConfig C;
-  if (llvm::Error E = readDeploymentBuffer(Text, "fuzz.cfg", C)) {
-    llvm::consumeError(std::move(E));
-    return 0;
-  }
-  if (llvm::Error E = C.validate()) {
-    llvm::consumeError(std::move(E));
+  llvm::Error E = readDeploymentBuffer(Text, "fuzz.cfg", C);
+  if (!E)
+    E = C.validate();
+  if (E) {
+    fuzz::rejected(std::move(E));
     return 0;
   }
   // Large counts only make the fuzzer slow.
   if (C.NumClones > 16 || C.NumPsTasks > 16 || C.NumReplicas > 16)
     return 0;
   auto G = readModelBuffer(Model, "model.mdg", {});
-  if (!G) {
-    llvm::errs() << "fuzz target bug: " << llvm::toString(G.takeError())
-                 << '\n';
-    std::abort();
-  }
-  PassContext Ctx(C);
-  auto Comp = compileModel(std::move(*G), Ctx, CompileOptions());
-  if (!Comp) {
-    std::string Msg = llvm::toString(Comp.takeError());
-    if (llvm::StringRef(Msg).contains("internal error")) {
-      llvm::errs() << Msg << '\n';
-      std::abort();
-    }
-    return 0;
-  }
-  if (Comp->Plan.empty())
-    return 0;
-  auto Plan = mdrt::PlanFile::fromBytes(Comp->Plan.toVector(), "fuzz.mdp");
-  if (!Plan.isOk()) {
-    llvm::errs() << "mdplan wrote a plan the runtime rejects: "
-                 << Plan.status().message() << '\n';
-    std::abort();
-  }
-  fuzz::runPlanOnce(std::shared_ptr<const mdrt::PlanFile>(Plan.take()));
+  if (!G)
+    fuzz::bug("fuzz target bug: " + llvm::toString(G.takeError()));
+  fuzz::compileAndRun(std::move(*G), C);
   return 0;
 }

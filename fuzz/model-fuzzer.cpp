@@ -14,19 +14,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "FuzzRun.h"
+#include "FuzzCompile.h"
 
-#include "mdplan/Deploy/DeploymentConfig.h"
 #include "mdplan/Frontend/ModelReader.h"
-#include "mdplan/Plan/Compiler.h"
-#include "mdplan/Support/Diagnostic.h"
-#include "mdplan/Transforms/Pass.h"
-
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
-#include "llvm/Support/raw_ostream.h"
-
-#include <cstdlib>
 
 using namespace mdplan;
 
@@ -55,41 +45,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   for (int Variant = 0; Variant < 3; ++Variant) {
     auto Model = readModelBuffer(Text, "fuzz.mdg", RO);
     if (!Model) {
-      std::string Msg = llvm::toString(Model.takeError());
-      if (fuzz::verbose())
-        llvm::errs() << Msg << '\n';
+      fuzz::rejected(Model.takeError());
       return 0; // The same for every deployment.
     }
     DeploymentConfig C = deployment(Variant);
-    if (llvm::Error E = C.validate()) {
-      llvm::errs() << "fuzz target bug: " << llvm::toString(std::move(E))
-                   << '\n';
-      std::abort();
-    }
-    PassContext Ctx(C);
-    CompileOptions CO;
-    auto Comp = compileModel(std::move(*Model), Ctx, CO);
-    if (!Comp) {
-      std::string Msg = llvm::toString(Comp.takeError());
-      // The emitter checks its plan with the runtime's verifier; a model
-      // that passed every pass must give a plan the runtime accepts.
-      if (llvm::StringRef(Msg).contains("internal error")) {
-        llvm::errs() << Msg << '\n';
-        std::abort();
-      }
-      if (fuzz::verbose())
-        llvm::errs() << "deployment " << Variant << ": " << Msg << '\n';
-      continue;
-    }
-    if (Comp->Plan.empty())
-      continue;
-    auto Plan = mdrt::PlanFile::fromBytes(Comp->Plan.toVector(), "fuzz.mdp");
-    if (!Plan.isOk()) {
-      llvm::errs() << "mdplan wrote a plan the runtime rejects: "
-                   << Plan.status().message() << '\n';
-      std::abort();
-    }
-    fuzz::runPlanOnce(std::shared_ptr<const mdrt::PlanFile>(Plan.take()));
+    if (llvm::Error E = C.validate())
+      fuzz::bug("fuzz target bug: " + llvm::toString(std::move(E)));
+    fuzz::compileAndRun(std::move(*Model), C,
+                        "deployment " + llvm::Twine(Variant) + ": ");
   }
   return 0;
 }
