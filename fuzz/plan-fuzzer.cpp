@@ -10,9 +10,13 @@
 // plans are fine; a crash, a sanitizer report or a hang is not: the
 // verifier's promise is that a plan it accepts is safe to run.
 //
+// Mutations are mostly structure-aware (PlanMutator.cpp, built where flatc
+// is found), one in four a byte-level mutation of libFuzzer's.
+//
 //===----------------------------------------------------------------------===//
 
 #include "FuzzRun.h"
+#include "PlanMutator.h"
 
 #include <sstream>
 #include <vector>
@@ -28,3 +32,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   mdplan::fuzz::runPlanOnce(std::move(P));
   return 0;
 }
+
+#ifdef MDPLAN_FUZZ_HAVE_MUTATOR
+/// libFuzzer's own mutation (absent without libFuzzer: weak).
+extern "C" size_t LLVMFuzzerMutate(uint8_t *Data, size_t Size, size_t MaxSize)
+    __attribute__((weak));
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *Data, size_t Size,
+                                          size_t MaxSize, unsigned Seed) {
+  if (Seed % 4 != 0)
+    if (size_t N = mdplan::fuzz::mutatePlan(Data, Size, MaxSize, Seed))
+      return N;
+  return LLVMFuzzerMutate ? LLVMFuzzerMutate(Data, Size, MaxSize) : Size;
+}
+#endif

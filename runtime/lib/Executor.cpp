@@ -37,6 +37,14 @@ TensorDesc bufferType(const fb::Buffer &B) {
   return T;
 }
 
+/// "float32[2,3], float32[3]".
+std::string typesText(const std::vector<TensorDesc> &Types) {
+  std::string S;
+  for (const TensorDesc &T : Types)
+    S += (S.empty() ? "" : ", ") + T.str();
+  return S;
+}
+
 AttrMap convertAttrs(const fb::Kernel &K) {
   AttrMap M;
   if (!K.attrs())
@@ -391,7 +399,14 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
         S.Waits.push_back(It->second);
     } else if (Op == "AllReduce") {
       S.Kind = SlotKind::Collective;
-      for (uint32_t B : *K.inputs()) {
+      for (uint32_t I = 0; I < K.inputs()->size(); ++I) {
+        uint32_t B = K.inputs()->Get(I);
+        const TensorDesc &Out = BufType[K.outputs()->Get(I)];
+        if (Out.Type != BufType[B].Type || Out.Shape != BufType[B].Shape)
+          return Status::error("all-reduce '" + K.name()->str() +
+                               "' writes its sum " + std::to_string(I) +
+                               " (" + BufType[B].str() + ") to a " +
+                               Out.str() + " buffer");
         S.Types.push_back(BufType[B]);
         S.CIn.push_back(BufPtr[B]);
         DType T = BufType[B].Type;
@@ -454,6 +469,19 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
                                  CrossProcess ? Opts.Processes : nullptr);
       for (size_t I = 0; I < C->kernels()->size(); ++I) {
         Slot &S = Prog.Slots[C->kernels()->Get(I)];
+        // The sum is taken over the participants' tensors position by
+        // position.
+        const Slot &First = Prog.Slots[C->kernels()->Get(0)];
+        if (S.Types.size() != First.Types.size() ||
+            !std::equal(S.Types.begin(), S.Types.end(), First.Types.begin(),
+                        [](const TensorDesc &A, const TensorDesc &B) {
+                          return A.Type == B.Type && A.Shape == B.Shape;
+                        }))
+          return Status::error(
+              "the all-reduces '" + First.K->name()->str() + "' and '" +
+              S.K->name()->str() + "' of program '" + Prog.Name +
+              "' sum different tensors (" + typesText(First.Types) +
+              " and " + typesText(S.Types) + ")");
         S.Group = G.get();
         S.Participant = unsigned(I);
       }
