@@ -18,7 +18,8 @@
 namespace mdplan {
 namespace fuzz {
 
-/// Rewrites the plan in \p Data (\p Size bytes, room for \p MaxSize) with
+/// Rewrites the plan in \p Data (\p Size bytes, room for \p MaxSize), which
+/// must have passed mdrt::verifyPlan (its vectors are aligned), with
 /// one to three changes to its objects, chosen by \p Seed. Returns the new
 /// size, or 0 when \p Data is not a well-formed FlatBuffers plan or the
 /// result would not fit (the caller then mutates the bytes instead).
