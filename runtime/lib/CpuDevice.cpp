@@ -45,12 +45,14 @@ public:
     return Alloc(PersistentBytes, Persistent);
   }
 
+  // An empty tensor's host copy may be a null pointer, which memcpy must
+  // not be given even for no bytes.
   void copyFromHost(void *Dst, const void *Src, size_t Bytes) override {
-    if (Dst != Src)
+    if (Dst != Src && Bytes)
       std::memcpy(Dst, Src, Bytes);
   }
   void copyToHost(void *Dst, const void *Src, size_t Bytes) override {
-    if (Dst != Src)
+    if (Dst != Src && Bytes)
       std::memcpy(Dst, Src, Bytes);
   }
   /// The CPU runs what it was given at once, so waiting for an
@@ -62,7 +64,8 @@ public:
   void copyFrom(Device &From, int FromEvent, void *Dst, const void *Src,
                 size_t Bytes) override {
     if (From.kind() == DeviceKind::CPU) {
-      std::memcpy(Dst, Src, Bytes);
+      if (Bytes)
+        std::memcpy(Dst, Src, Bytes);
       return;
     }
     // From an accelerator: it knows how to reach the host, after the
