@@ -245,6 +245,23 @@ Status Checker::checkVariables() {
       if (NV != 1 && NV != N)
         return fail(Name() + " has " + std::to_string(NV) + " values for " +
                     std::to_string(N) + " elements");
+      // Converting a double an integer type cannot hold is undefined.
+      double Lo = 0, Hi = 0;
+      if (B->dtype() == fb::DType::Int32) {
+        Lo = -2147483648.0;
+        Hi = 2147483647.0;
+      } else if (B->dtype() == fb::DType::Int64) {
+        Lo = -9223372036854775808.0;
+        Hi = 9223372036854774784.0; // The largest double below 2^63.
+      }
+      if (Lo < Hi)
+        for (double V : *C->values())
+          if (!(V >= Lo && V <= Hi)) {
+            char Buf[32];
+            std::snprintf(Buf, sizeof(Buf), "%g", V);
+            return fail(Name() + " holds " + Buf + ", which " +
+                        fb::EnumNameDType(B->dtype()) + " cannot represent");
+          }
     }
   return Status::ok();
 }
