@@ -45,10 +45,12 @@ inline uint64_t planBytes(const mdrt::fb::Plan &P) {
   uint64_t Sum = 0;
   if (P.devices())
     for (const auto *D : *P.devices()) {
-      uint64_t B = D->arena_bytes() + D->persistent_bytes();
-      if (B > MaxRunBytes || Sum + B > MaxRunBytes)
-        return UINT64_MAX;
-      Sum += B;
+      // Each term is checked before it is added: no sum can wrap.
+      for (uint64_t B : {D->arena_bytes(), D->persistent_bytes()}) {
+        if (B > MaxRunBytes - Sum)
+          return UINT64_MAX;
+        Sum += B;
+      }
     }
   return Sum;
 }

@@ -33,8 +33,11 @@ public:
   Status allocate(uint64_t ArenaBytes, uint64_t PersistentBytes) override {
     auto Alloc = [&](uint64_t Bytes, uint8_t *&Out) -> Status {
       // 64-byte aligned; at least one cache line so the pointer is valid.
+      // (The verifier bounds Bytes, so the rounding cannot wrap.)
       size_t Size = (std::max<uint64_t>(Bytes, 64) + 63) & ~uint64_t(63);
-      Out = static_cast<uint8_t *>(std::aligned_alloc(64, Size));
+      Out = Size >= Bytes
+                ? static_cast<uint8_t *>(std::aligned_alloc(64, Size))
+                : nullptr;
       if (!Out)
         return Status::error("cannot allocate " + std::to_string(Bytes) +
                              " bytes for device " + Name);

@@ -15,6 +15,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 using namespace mdrt;
 
@@ -51,11 +53,30 @@ double truncatedNormal(uint64_t Seed, uint64_t Stream, uint64_t E) {
   }
 }
 
+/// \p X as a T. Integers saturate and take NaN as 0 (a plan may give an
+/// integer variable any initializer; converting a double out of range is
+/// undefined).
+template <typename T> T convert(double X) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return T(X);
+  } else {
+    if (std::isnan(X))
+      return 0;
+    // The limits as doubles: the upper one rounds up to a power of two,
+    // which is out of range, hence >=.
+    if (X <= double(std::numeric_limits<T>::min()))
+      return std::numeric_limits<T>::min();
+    if (X >= double(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
+    return T(X);
+  }
+}
+
 template <typename T>
 void store(void *Host, const std::vector<double> &V) {
   T *P = static_cast<T *>(Host);
   for (size_t I = 0; I < V.size(); ++I)
-    P[I] = T(V[I]);
+    P[I] = convert<T>(V[I]);
 }
 
 } // namespace
@@ -127,7 +148,8 @@ Status mdrt::initialValue(const fb::Variable &V, const TensorDesc &Type,
     store<int64_t>(Host, Values);
     break;
   case DType::Bool:
-    store<uint8_t>(Host, Values);
+    for (size_t I = 0; I < N; ++I)
+      static_cast<uint8_t *>(Host)[I] = Values[I] != 0;
     break;
   default:
     return Status::error("variable '" + V.name()->str() +

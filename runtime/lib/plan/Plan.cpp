@@ -6,6 +6,7 @@
 
 #include "mdrt/Plan.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -152,6 +153,14 @@ Status Checker::checkDevices() {
       return fail("device '" + D->name()->str() + "' has an unknown kind");
     if (D->index() < 0)
       return fail("device '" + D->name()->str() + "' has a negative index");
+    // 2^50 bytes (1 PiB): beyond any device, and far from overflowing the
+    // sums of offsets and sizes.
+    const uint64_t MaxRegion = uint64_t(1) << 50;
+    if (D->arena_bytes() > MaxRegion || D->persistent_bytes() > MaxRegion)
+      return fail("device '" + D->name()->str() + "' asks for " +
+                  std::to_string(std::max(D->arena_bytes(),
+                                          D->persistent_bytes())) +
+                  " bytes of memory, more than 2^50");
   }
   return Status::ok();
 }
