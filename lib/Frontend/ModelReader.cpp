@@ -183,6 +183,27 @@ static bool isValidName(StringRef N) {
   return true;
 }
 
+/// Proto3 enums are open: both parsers keep a number that no value of the
+/// enum names. \p V must be one of \p D's values.
+static Error checkEnum(int V, const pb::EnumDescriptor *D, SourceLoc Loc,
+                       StringRef What) {
+  if (D->FindValueByNumber(V))
+    return Error::success();
+  // The values to suggest: not DT_INVALID, which only stands for "unset".
+  std::vector<StringRef> Valid;
+  for (int I = 0, N = D->value_count(); I < N; ++I)
+    if (!StringRef(D->value(I)->name()).endswith("INVALID"))
+      Valid.push_back(D->value(I)->name());
+  std::string Names;
+  for (size_t I = 0; I < Valid.size(); ++I)
+    Names += (I == 0                  ? ""
+              : I + 1 == Valid.size() ? " or "
+                                      : ", ") +
+             Valid[I].str();
+  return makeError(Loc,
+                   "unknown " + What + " " + Twine(V) + " (use " + Names + ")");
+}
+
 /// Converts one attribute of the format to an Attr.
 static Expected<Attr> convertAttr(const desc::Attr &A, const Locator &L,
                                   const pb::Message &Owner, StringRef Field,
@@ -196,7 +217,8 @@ static Expected<Attr> convertAttr(const desc::Attr &A, const Locator &L,
   if (Count == 0)
     return makeError(Loc, "attribute '" + A.name() + "' has no value");
   if (Count > 1)
-    return makeError(Loc, "attribute '" + A.name() + "' has more than one value");
+    return makeError(Loc,
+                     "attribute '" + A.name() + "' has more than one value");
   if (A.has_i())
     return Attr(int64_t(A.i()));
   if (A.has_f())
@@ -206,6 +228,8 @@ static Expected<Attr> convertAttr(const desc::Attr &A, const Locator &L,
   if (A.has_s())
     return Attr(A.s());
   if (A.has_type()) {
+    if (Error E = checkEnum(A.type(), desc::DataType_descriptor(), Loc, "type"))
+      return std::move(E);
     if (A.type() == desc::DT_INVALID)
       return makeError(Loc, "attribute '" + A.name() + "' has no valid type");
     return Attr(DType(A.type()));
@@ -215,10 +239,10 @@ static Expected<Attr> convertAttr(const desc::Attr &A, const Locator &L,
   if (A.floats_size())
     return Attr(std::vector<double>(A.floats().begin(), A.floats().end()));
   if (A.strings_size())
-    return Attr(std::vector<std::string>(A.strings().begin(),
-                                         A.strings().end()));
-  return Attr(Shape(ArrayRef<int64_t>(A.shape().dim().data(),
-                                      A.shape().dim_size())));
+    return Attr(
+        std::vector<std::string>(A.strings().begin(), A.strings().end()));
+  return Attr(
+      Shape(ArrayRef<int64_t>(A.shape().dim().data(), A.shape().dim_size())));
 }
 
 static StringRef initializerName(desc::Initializer::Kind K) {
@@ -298,11 +322,11 @@ Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
                                   "': use letters, digits, '_', '.', '-' "
                                   "and '/' between scopes");
   if (Node *Old = G.lookup(Full))
-    return makeError(NameLoc, "duplicate node name '" + Full + "'" +
-                                  (Old->getLoc().Line
-                                       ? " (first defined at " +
-                                             Old->getLoc().str() + ")"
-                                       : std::string()));
+    return makeError(
+        NameLoc, "duplicate node name '" + Full + "'" +
+                     (Old->getLoc().Line
+                          ? " (first defined at " + Old->getLoc().str() + ")"
+                          : std::string()));
   if (P.op().empty())
     return makeError(NameLoc, "node '" + Full + "' has no op");
   const OpDef *Op = OpRegistry::get().lookup(P.op());
@@ -347,6 +371,14 @@ Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
                        "'variable' is only allowed on Variable nodes");
     const desc::VariableDef &V = P.variable();
     Locator VL = L.nested(P, "variable");
+    if (Error E = checkEnum(V.dtype(), desc::DataType_descriptor(),
+                            VL.at(V, "dtype"), "dtype"))
+      return E;
+    if (Error E = checkEnum(
+            V.initializer().kind(), desc::Initializer_Kind_descriptor(),
+            VL.nested(V, "initializer").at(V.initializer(), "kind"),
+            "initializer kind"))
+      return E;
     DType T = V.dtype() == desc::DT_INVALID ? DType::Float32 : DType(V.dtype());
     if (Error E = checkDims(V.shape(), VL.at(V, "shape", 0), Full))
       return E;
@@ -404,6 +436,9 @@ Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
                        "'data' is only allowed on Input nodes");
     const desc::DataDef &D = P.data();
     Locator DL = L.nested(P, "data");
+    if (Error E = checkEnum(D.dtype(), desc::DataType_descriptor(),
+                            DL.at(D, "dtype"), "dtype"))
+      return E;
     DType T = D.dtype() == desc::DT_INVALID ? DType::Float32 : DType(D.dtype());
     if (Error E = checkDims(D.shape(), DL.at(D, "shape", 0), Full))
       return E;
@@ -657,9 +692,9 @@ Error ModelBuilder::collection(const pb::RepeatedPtrField<std::string> &Names,
       return makeError(L.at(M, Field, I), Field + " '" + Names[I] +
                                               "' is not a node of the graph");
     if (C == Collection::Summaries && !N->getOp().is(OF_Summary))
-      return makeError(L.at(M, Field, I),
-                       "summary '" + Names[I] + "' is a " + N->getOpName() +
-                           ", not a summary op");
+      return makeError(L.at(M, Field, I), "summary '" + Names[I] + "' is a " +
+                                              N->getOpName() +
+                                              ", not a summary op");
     if ((C == Collection::Losses || C == Collection::RegularizationLosses) &&
         N->getNumOutputs() < 1)
       return makeError(L.at(M, Field, I),
@@ -703,8 +738,18 @@ static void forEachSetField(const desc::Optimizer &O, FnT F) {
 
 /// Checks the fields \p O sets (as converted into \p S), at their
 /// locations.
+/// The optimizer kind is one the format names.
+static Error checkOptimizerKind(const desc::Optimizer &O, const Locator &L) {
+  if (!O.has_kind())
+    return Error::success();
+  return checkEnum(O.kind(), desc::Optimizer_Kind_descriptor(), L.at(O, "kind"),
+                   "optimizer kind");
+}
+
 static Error checkOptimizer(const desc::Optimizer &O,
                             const OptimizerSettings &S, const Locator &L) {
+  if (Error E = checkOptimizerKind(O, L))
+    return E;
   Error Err = Error::success();
   forEachSetField(O, [&](StringRef Field) {
     std::string Why = checkOptimizerField(S, Field);
@@ -752,14 +797,13 @@ Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
 
   if (Error E = collection(M.loss(), M, "loss", L, Collection::Losses))
     return E;
-  if (Error E = collection(M.regularization_loss(), M, "regularization_loss",
-                           L, Collection::RegularizationLosses))
+  if (Error E = collection(M.regularization_loss(), M, "regularization_loss", L,
+                           Collection::RegularizationLosses))
     return E;
   if (Error E =
           collection(M.update_op(), M, "update_op", L, Collection::UpdateOps))
     return E;
-  if (Error E =
-          collection(M.summary(), M, "summary", L, Collection::Summaries))
+  if (Error E = collection(M.summary(), M, "summary", L, Collection::Summaries))
     return E;
   for (int I = 0, E = M.output_size(); I != E; ++I) {
     const desc::NamedOutput &O = M.output(I);
@@ -777,15 +821,13 @@ Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
     }
     Node *N = G.lookup(T);
     if (!N)
-      return makeError(OL.at(O, "tensor"), "output '" + O.name() +
-                                               "' names '" + T +
-                                               "', which does not exist");
+      return makeError(OL.at(O, "tensor"), "output '" + O.name() + "' names '" +
+                                               T + "', which does not exist");
     if (Index >= N->getNumOutputs())
-      return makeError(OL.at(O, "tensor"), "output '" + O.name() +
-                                               "' names output " +
-                                               Twine(Index) + " of '" + T +
-                                               "', which has " +
-                                               Twine(N->getNumOutputs()));
+      return makeError(OL.at(O, "tensor"),
+                       "output '" + O.name() + "' names output " +
+                           Twine(Index) + " of '" + T + "', which has " +
+                           Twine(N->getNumOutputs()));
     if (G.outputs().count(O.name()))
       return makeError(L.at(M, "output", I),
                        "output '" + O.name() + "' given twice");
@@ -875,8 +917,8 @@ static Expected<StringRef> loadFile(StringRef Path, SourceMgr *SM,
   return Contents;
 }
 
-Expected<std::unique_ptr<Graph>> mdplan::readModelFile(StringRef Path,
-                                                       const ReadOptions &Opts) {
+Expected<std::unique_ptr<Graph>>
+mdplan::readModelFile(StringRef Path, const ReadOptions &Opts) {
   std::unique_ptr<MemoryBuffer> Keep;
   bool Binary = Opts.Format == InputFormat::Binary ||
                 (Opts.Format == InputFormat::Auto && isBinaryPath(Path));
@@ -942,9 +984,9 @@ Error mdplan::readDeploymentBuffer(StringRef Contents, StringRef Name,
     else if (D.strategy() == "mirrored")
       C.Strat = Strategy::Mirrored;
     else
-      return makeError(C.Origins["strategy"],
-                       "unknown strategy '" + D.strategy() +
-                           "' (use 'ps' or 'mirrored')");
+      return makeError(C.Origins["strategy"], "unknown strategy '" +
+                                                  D.strategy() +
+                                                  "' (use 'ps' or 'mirrored')");
   }
   if (D.has_batch_per_clone()) {
     C.BatchPerClone = D.batch_per_clone();
@@ -992,6 +1034,8 @@ Error mdplan::readDeploymentBuffer(StringRef Contents, StringRef Name,
     // override these); each is located at its own field.
     const desc::Optimizer &O = D.optimizer();
     Locator OL = L.nested(D, "optimizer");
+    if (Error E = checkOptimizerKind(O, OL))
+      return E;
     C.Optimizer =
         convertOptimizer(O, C.Optimizer.value_or(OptimizerSettings()));
     auto SetField = [&](StringRef F) {
