@@ -43,9 +43,19 @@ inline void rejected(llvm::Error E, const llvm::Twine &Context = "") {
   std::string Msg = llvm::toString(std::move(E));
   // compileModel verifies the plan it emits with the runtime's verifier and
   // reports a failure as an internal error, as do passes that catch their
-  // own inconsistencies.
-  if (llvm::StringRef(Msg).contains("internal error"))
-    bug(Context + Msg);
+  // own inconsistencies ("schedule: internal error: ..."). Only a message
+  // that starts so counts: an input's own text may say "internal error".
+  llvm::StringRef M(Msg);
+  M.consume_front("error: "); // Errors without a location.
+  size_t At = M.find("internal error:");
+  if (At != llvm::StringRef::npos) {
+    llvm::StringRef Before = M.take_front(At);
+    if (Before.empty() ||
+        (Before.endswith(": ") &&
+         Before.drop_back(2).find_first_not_of("abcdefghijklmnopqrstuvwxyz-") ==
+             llvm::StringRef::npos))
+      bug(Context + Msg);
+  }
   if (verbose())
     llvm::errs() << Context << Msg << '\n';
 }
