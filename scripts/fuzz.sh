@@ -2,7 +2,7 @@
 # Builds the fuzz targets with Clang, libFuzzer, ASan and UBSan in
 # $BUILD_DIR (default: build-fuzz) and runs one of them (docs/Fuzzing.md).
 #
-#   scripts/fuzz.sh model|deploy|plan [SECONDS] [libFuzzer options...]
+#   scripts/fuzz.sh model|deploy|plan|checkpoint|data [SECONDS] [libFuzzer options...]
 #
 # The corpus grows in $BUILD_DIR/corpus/TARGET, seeded from the examples,
 # the test inputs and (plan) the plans of the examples; inputs that crash are
@@ -13,8 +13,8 @@ cd "$(dirname "$0")/.."
 
 target=${1:-}
 case "$target" in
-  model|deploy|plan) ;;
-  *) echo "usage: scripts/fuzz.sh model|deploy|plan [SECONDS] [libFuzzer options...]" >&2
+  model|deploy|plan|checkpoint|data) ;;
+  *) echo "usage: scripts/fuzz.sh model|deploy|plan|checkpoint|data [SECONDS] [libFuzzer options...]" >&2
      exit 2 ;;
 esac
 seconds=${2:-60}
@@ -48,11 +48,13 @@ case "$target" in
       "$BUILD_DIR/bin/mdplan" "$m" --num-clones=2 --strategy=mirrored \
         -o "$corpus/$n-mirrored.mdp"
     done ;;
+  checkpoint|data)
+    seeds=("test/Fuzz/Inputs/$target") ;;
 esac
 
 # The text formats' tokens (fuzz/make_dict.py) for the text targets.
 dict=()
-if [ "$target" != plan ]; then
+if [ "$target" = model ] || [ "$target" = deploy ]; then
   python3 fuzz/make_dict.py "$BUILD_DIR/fuzz.dict"
   dict=(-dict="$BUILD_DIR/fuzz.dict")
 fi
