@@ -75,6 +75,8 @@ bool hostIsLittleEndian() {
 /// Copies \p Count elements of \p Size bytes, reversing the bytes of each
 /// on little-endian hosts (IDX data is big-endian).
 void copySwapped(const uint8_t *Src, uint8_t *Dst, size_t Count, size_t Size) {
+  if (Count == 0) // An empty array's buffer may be null.
+    return;
   if (Size == 1 || !hostIsLittleEndian()) {
     std::memcpy(Dst, Src, Count * Size);
     return;
@@ -421,12 +423,15 @@ StatusOr<IdxArray> mdrt::parseIdx(const uint8_t *Bytes, size_t Size,
     return Status::error(What + " is truncated: its header needs " +
                          std::to_string(HeaderBytes) + " bytes, it has " +
                          std::to_string(Size));
-  // Dims are each < 2^32; stop before the product overflows.
-  unsigned __int128 Elements = 1;
+  // Dims are each < 2^32; stop before the product overflows. A zero
+  // dimension empties the array but not the products of the others (the
+  // elements per example), which must fit as well.
+  unsigned __int128 Elements = 1, Bound = 1;
   for (unsigned I = 0; I < NumDims; ++I) {
     A.Dims.push_back(loadBigEndian32(Bytes + 4 + 4 * I));
     Elements *= A.Dims.back();
-    if (Elements > (uint64_t(1) << 48))
+    Bound *= std::max<uint32_t>(A.Dims.back(), 1);
+    if (Bound > (uint64_t(1) << 48))
       return Status::error(What + " is corrupt: " + A.str() +
                            "... is too large");
   }

@@ -171,6 +171,24 @@ TEST(IdxTest, Errors) {
   EXPECT_ERROR_HAS(parseIdx(Long.data(), Long.size(), "l"),
                    "idx file 'l' is corrupt: 1 bytes follow the int32[3,2] "
                    "data");
+
+  // Dimensions whose product is beyond 2^48 elements, also when another
+  // dimension is 0 (the array is empty, but an example would not be).
+  auto Header = [](std::vector<uint32_t> Dims) {
+    std::vector<uint8_t> B = {0, 0, 0x08, uint8_t(Dims.size())};
+    for (uint32_t D : Dims)
+      for (int Shift = 24; Shift >= 0; Shift -= 8)
+        B.push_back(uint8_t(D >> Shift));
+    return B;
+  };
+  std::vector<uint8_t> Huge = Header({65536, 65536, 65537});
+  EXPECT_ERROR_HAS(parseIdx(Huge.data(), Huge.size(), "big"),
+                   "idx file 'big' is corrupt: ubyte[65536,65536,65537]... "
+                   "is too large");
+  std::vector<uint8_t> Empty = Header({0, 65536, 65536, 65537});
+  EXPECT_ERROR_HAS(parseIdx(Empty.data(), Empty.size(), "empty"),
+                   "idx file 'empty' is corrupt: ubyte[0,65536,65536,65537]"
+                   "... is too large");
 }
 
 TEST(IdxTest, GzipErrors) {
