@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FuzzCompile.h"
+#include "TextProtoMutator.h"
 
 #include "mdplan/Frontend/ModelReader.h"
 
@@ -106,4 +107,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
     fuzz::bug("fuzz target bug: " + llvm::toString(G.takeError()));
   fuzz::compileAndRun(std::move(*G), C);
   return 0;
+}
+
+/// libFuzzer's own mutation (absent without libFuzzer: weak).
+extern "C" size_t LLVMFuzzerMutate(uint8_t *Data, size_t Size, size_t MaxSize)
+    __attribute__((weak));
+
+/// Three mutations in four change the parsed message (TextProtoMutator.cpp);
+/// the others, and inputs that do not parse, are libFuzzer's byte mutations.
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *Data, size_t Size,
+                                          size_t MaxSize, unsigned Seed) {
+  static const std::vector<std::string> NoStrings;
+  if (Seed % 4 != 0)
+    if (size_t N = fuzz::mutateTextProto("mdplan.desc.Deployment", Data, Size,
+                                         MaxSize, Seed, NoStrings))
+      return N;
+  return LLVMFuzzerMutate ? LLVMFuzzerMutate(Data, Size, MaxSize) : Size;
 }

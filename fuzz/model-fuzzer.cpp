@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FuzzCompile.h"
+#include "TextProtoMutator.h"
 
 #include "mdplan/Frontend/ModelReader.h"
 
@@ -55,4 +56,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
                         "deployment " + llvm::Twine(Variant) + ": ");
   }
   return 0;
+}
+
+/// libFuzzer's own mutation (absent without libFuzzer: weak).
+extern "C" size_t LLVMFuzzerMutate(uint8_t *Data, size_t Size, size_t MaxSize)
+    __attribute__((weak));
+
+/// Three mutations in four change the parsed message (TextProtoMutator.cpp);
+/// the others, and inputs that do not parse, are libFuzzer's byte mutations.
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *Data, size_t Size,
+                                          size_t MaxSize, unsigned Seed) {
+  if (Seed % 4 != 0)
+    if (size_t N = fuzz::mutateTextProto("mdplan.desc.Model", Data, Size,
+                                         MaxSize, Seed, fuzz::opNames()))
+      return N;
+  return LLVMFuzzerMutate ? LLVMFuzzerMutate(Data, Size, MaxSize) : Size;
 }
