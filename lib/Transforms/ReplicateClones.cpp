@@ -129,6 +129,17 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
   const DeviceEntry *VarsEntry = createVariablesEntry(G, C, "variables_device");
   std::map<std::string, int> Groups;
   std::vector<const DeviceEntry *> MirrorEntries;
+  // Soft placement moves a clone whose device the cluster lacks to its
+  // task's CPU. Mirrored clones that end up on one device so share its
+  // variable copies and add their gradients there, as clones on one device
+  // always do (an all-reduce needs one participant per device).
+  Cluster Cl = C.cluster();
+  auto GroupDevice = [&](const DeviceSpec &D) {
+    DeviceSpec Full = Cl.complete(D);
+    if (C.SoftPlacement && !Cl.contains(Full) && Cl.contains(Cl.hostOf(Full)))
+      return Cl.hostOf(Full).toString();
+    return D.toString();
+  };
   for (int I = 0; I < NumClones; ++I) {
     CloneInfo CI;
     CI.Index = I;
@@ -144,7 +155,7 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
                                "clone_device(" + std::to_string(I) + ")");
     CI.Stack =
         G.pushStack(G.pushStack(G.getRootStack(), S.OptimizerEntry), CI.Entry);
-    auto Ins = Groups.try_emplace(CI.Device.toString(), int(Groups.size()));
+    auto Ins = Groups.try_emplace(GroupDevice(CI.Device), int(Groups.size()));
     CI.DeviceGroup = Ins.first->second;
     if (Ins.second)
       MirrorEntries.push_back(createSpecEntry(
