@@ -31,6 +31,49 @@ using namespace mdrt;
 
 namespace {
 
+/// Standard error, one write per line. Under an MPI launcher, whose own
+/// messages interleave with the processes' output, a line written in pieces
+/// (std::cerr writes each <<) can be split by them.
+class LineWriter : public std::streambuf {
+public:
+  ~LineWriter() override { flushLine(); }
+
+protected:
+  int overflow(int C) override {
+    if (C == traits_type::eof())
+      return traits_type::not_eof(C);
+    Line.push_back(char(C));
+    if (C == '\n')
+      flushLine();
+    return C;
+  }
+  std::streamsize xsputn(const char *S, std::streamsize N) override {
+    for (std::streamsize I = 0; I < N; ++I)
+      overflow(traits_type::to_int_type(S[I]));
+    return N;
+  }
+  int sync() override {
+    flushLine();
+    return 0;
+  }
+
+private:
+  void flushLine() {
+    if (Line.empty())
+      return;
+    // One fwrite to the unbuffered stderr is one write(2).
+    std::fwrite(Line.data(), 1, Line.size(), stderr);
+    Line.clear();
+  }
+  std::string Line;
+};
+
+std::ostream &errorStream() {
+  static LineWriter W;
+  static std::ostream OS(&W);
+  return OS;
+}
+
 /// One command-line option: --name=value, or --name for flags.
 struct Option {
   const char *Name;
@@ -81,7 +124,7 @@ void usage(const std::vector<Option> &Opts, std::ostream &OS) {
 int printCheckpoint(const std::string &Path) {
   auto C = readCheckpoint(Path);
   if (!C.isOk()) {
-    std::cerr << "mdrun: error: " << C.status().message() << '\n';
+    errorStream() << "mdrun: error: " << C.status().message() << '\n';
     return 1;
   }
   char Hex[32];
@@ -131,7 +174,7 @@ static int mdrunMain(int argc, char **argv) {
   std::ostream NoErrors(nullptr);
   // Before the processes can agree on errors, the first of a launch prints
   // them for all.
-  std::ostream &Err = launcherRank() <= 0 ? std::cerr : NoErrors;
+  std::ostream &Err = launcherRank() <= 0 ? errorStream() : NoErrors;
   TrainOptions T;
   std::string PlanPath, PrintCheckpoint;
   bool DumpPlan = false, Help = false, Quiet = false, KeepGiven = false;
@@ -302,7 +345,7 @@ static int mdrunMain(int argc, char **argv) {
   if (DumpPlan) {
     auto Plan = PlanFile::load(replicaPath(PlanPath, 0));
     if (!Plan.isOk()) {
-      std::cerr << "mdrun: error: " << Plan.status().message() << '\n';
+      errorStream() << "mdrun: error: " << Plan.status().message() << '\n';
       return 1;
     }
     printPlanText((*Plan)->plan(), std::cout);
@@ -311,7 +354,7 @@ static int mdrunMain(int argc, char **argv) {
 
   auto Group = createProcessGroup(argc, argv);
   if (!Group.isOk()) {
-    std::cerr << "mdrun: error: " << Group.status().message() << '\n';
+    errorStream() << "mdrun: error: " << Group.status().message() << '\n';
     return 1;
   }
   std::unique_ptr<ProcessGroup> Procs = Group.take();
@@ -322,11 +365,11 @@ static int mdrunMain(int argc, char **argv) {
   try {
     return runReplica(PlanPath, T, Quiet, *Procs);
   } catch (const std::exception &E) {
-    std::cerr << "mdrun: error: replica " << Procs->rank()
-              << ": internal error: " << E.what() << '\n';
+    errorStream() << "mdrun: error: replica " << Procs->rank()
+                  << ": internal error: " << E.what() << '\n';
   } catch (...) {
-    std::cerr << "mdrun: error: replica " << Procs->rank()
-              << ": internal error: unknown exception\n";
+    errorStream() << "mdrun: error: replica " << Procs->rank()
+                  << ": internal error: unknown exception\n";
   }
   Procs->abort(1);
   return 1;
@@ -340,7 +383,7 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
   int Rank = Procs.rank();
   auto Fail = [&](const Status &S) {
     if (Rank == 0)
-      std::cerr << "mdrun: error: " << S.message() << '\n';
+      errorStream() << "mdrun: error: " << S.message() << '\n';
     return 1;
   };
   T.Exec.Processes = &Procs;
@@ -390,9 +433,9 @@ int main(int argc, char **argv) {
   try {
     return mdrunMain(argc, argv);
   } catch (const std::exception &E) {
-    std::cerr << "mdrun: error: internal error: " << E.what() << '\n';
+    errorStream() << "mdrun: error: internal error: " << E.what() << '\n';
   } catch (...) {
-    std::cerr << "mdrun: error: internal error: unknown exception\n";
+    errorStream() << "mdrun: error: internal error: unknown exception\n";
   }
   return 1;
 }
