@@ -56,11 +56,11 @@ private:
     case 2:
       return -1;
     case 3:
-      return X + 1;
+      return int64_t(uint64_t(X) + 1); // Wraps: no signed overflow.
     case 4:
-      return X - 1;
+      return int64_t(uint64_t(X) - 1);
     case 5:
-      return X * 2;
+      return int64_t(uint64_t(X) * 2);
     case 6:
       return X / 2;
     default:

@@ -100,11 +100,11 @@ int64_t Mutator::nearby(int64_t X) {
   case 2:
     return -1;
   case 3:
-    return X + 1;
+    return int64_t(uint64_t(X) + 1); // Wraps: no signed overflow.
   case 4:
-    return X - 1;
+    return int64_t(uint64_t(X) - 1);
   case 5:
-    return X * 2;
+    return int64_t(uint64_t(X) * 2);
   case 6:
     return X / 2;
   case 7:
@@ -200,8 +200,11 @@ void Mutator::setScalar(pb::Message &M, const pb::FieldDescriptor *F,
   case FD::CPPTYPE_ENUM: {
     const pb::EnumDescriptor *E = F->enum_type();
     // Now and then a number no value has (the format's enums are open).
+    int Max = 0;
+    for (int I = 0; I < E->value_count(); ++I)
+      Max = std::max(Max, E->value(I)->number());
     int V = pick(8) == 0
-                ? int(7 + pick(100))
+                ? Max + 1 + int(pick(100))
                 : E->value(int(pick(size_t(E->value_count()))))->number();
     Rep ? Ref->SetRepeatedEnumValue(&M, F, Index, V)
         : Ref->SetEnumValue(&M, F, V);

@@ -1,5 +1,4 @@
-//===- TextProtoMutator.h - Structure-aware text proto mutations -*- C++
-//-*-===//
+//===- TextProtoMutator.h - Mutations of text protos -----------*- C++ -*-===//
 //
 // Part of the mdplan project.
 //

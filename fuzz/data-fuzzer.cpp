@@ -7,7 +7,7 @@
 // Input: an IDX file (the Fashion-MNIST format, uncompressed). The target
 // parses it and, when it loads, feeds it to a float32 input of the same
 // per-example size (bytes scaled to [0, 1]) and to an int32 label input
-// with 10 classes, converting the first examples as the batch iterator
+// with 10 classes, converting the last examples as the batch iterator
 // would. Rejected files are fine; a crash, a sanitizer report or a hang is
 // not.
 //

@@ -35,6 +35,12 @@ if config.flatc and os.path.isfile(config.flatc):
         config.flatc, os.path.join(config.mdplan_src_root, "schema",
                                    "plan.fbs"))))
 
+# The fuzz targets linked with libFuzzer (MDPLAN_BUILD_FUZZERS) fuzz a
+# directory they are given instead of replaying it: test/Fuzz needs the
+# standalone driver.
+if config.libfuzzer:
+    config.available_features.add("libfuzzer")
+
 # Optional features for REQUIRES: lines.
 if config.have_cuda:
     config.available_features.add("cuda-build")

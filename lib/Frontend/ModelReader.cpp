@@ -736,8 +736,6 @@ static void forEachSetField(const desc::Optimizer &O, FnT F) {
       F(Field);
 }
 
-/// Checks the fields \p O sets (as converted into \p S), at their
-/// locations.
 /// The optimizer kind is one the format names.
 static Error checkOptimizerKind(const desc::Optimizer &O, const Locator &L) {
   if (!O.has_kind())
@@ -746,6 +744,8 @@ static Error checkOptimizerKind(const desc::Optimizer &O, const Locator &L) {
                    "optimizer kind");
 }
 
+/// Checks the fields \p O sets (as converted into \p S), at their
+/// locations.
 static Error checkOptimizer(const desc::Optimizer &O,
                             const OptimizerSettings &S, const Locator &L) {
   if (Error E = checkOptimizerKind(O, L))

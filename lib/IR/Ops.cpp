@@ -19,6 +19,8 @@
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
+
 using namespace llvm;
 using namespace mdplan;
 
@@ -166,6 +168,27 @@ static Error checkStaticShape(InferContext &C, const Shape &S) {
   return Error::success();
 }
 
+/// \p V, a value of \p What, fits integer type \p T (converting a double
+/// out of range is undefined; the runtime's verifier rejects such plans).
+static Error checkIntegerValue(InferContext &C, DType T, double V,
+                               StringRef What) {
+  double Lo, Hi;
+  if (T == DType::Int32) {
+    Lo = -2147483648.0;
+    Hi = 2147483647.0;
+  } else if (T == DType::Int64) {
+    Lo = -9223372036854775808.0;
+    Hi = 9223372036854774784.0; // The largest double below 2^63.
+  } else {
+    return Error::success();
+  }
+  if (V >= Lo && V <= Hi)
+    return Error::success();
+  char Buf[32];
+  std::snprintf(Buf, sizeof(Buf), "%g", V);
+  return C.error(What + " " + Buf + " does not fit " + dtypeName(T));
+}
+
 static Error shapeConst(InferContext &C) {
   Shape S = C.attrs().getShape("shape");
   if (Error E = checkStaticShape(C, S))
@@ -175,7 +198,11 @@ static Error shapeConst(InferContext &C) {
   if (N != 1 && int64_t(N) != S.numElements())
     return C.error("const of shape " + S.str() + " needs 1 or " +
                    Twine(S.numElements()) + " values, got " + Twine(N));
-  C.setOutput(0, C.attrs().getType("dtype"), S);
+  DType T = C.attrs().getType("dtype");
+  for (double X : V->getFloats())
+    if (Error E = checkIntegerValue(C, T, X, "value"))
+      return E;
+  C.setOutput(0, T, S);
   return Error::success();
 }
 
@@ -189,6 +216,10 @@ static Error shapeVariable(InferContext &C) {
   StringRef Init = C.attrs().getString("initializer");
   if (!isFloat(T) && Init != "zeros" && Init != "ones" && Init != "constant")
     return C.error("initializer '" + Init + "' needs a float variable");
+  if (Init == "constant")
+    if (Error E = checkIntegerValue(C, T, C.attrs().getFloat("init_value"),
+                                    "init_value"))
+      return E;
   C.setOutput(0, T, S);
   return Error::success();
 }

@@ -68,6 +68,7 @@ private:
   std::string Line;
 };
 
+/// Where mdrun's errors go: standard error, a line at a time.
 std::ostream &errorStream() {
   static LineWriter W;
   static std::ostream OS(&W);

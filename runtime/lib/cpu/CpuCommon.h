@@ -248,16 +248,16 @@ public:
     _mm_setcsr(Saved | 0x8040); // FTZ and DAZ.
   }
   ~FlushDenormalsScope() { _mm_setcsr(Saved); }
-
-private:
-  unsigned Saved;
-
-public:
 #else
   FlushDenormalsScope() = default;
 #endif
   FlushDenormalsScope(const FlushDenormalsScope &) = delete;
   FlushDenormalsScope &operator=(const FlushDenormalsScope &) = delete;
+
+#if defined(__x86_64__)
+private:
+  unsigned Saved;
+#endif
 };
 
 //===----------------------------------------------------------------------===//

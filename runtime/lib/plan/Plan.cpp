@@ -157,10 +157,10 @@ Status Checker::checkDevices() {
     // sums of offsets and sizes.
     const uint64_t MaxRegion = uint64_t(1) << 50;
     if (D->arena_bytes() > MaxRegion || D->persistent_bytes() > MaxRegion)
-      return fail("device '" + D->name()->str() + "' asks for " +
-                  std::to_string(std::max(D->arena_bytes(),
-                                          D->persistent_bytes())) +
-                  " bytes of memory, more than 2^50");
+      return fail(
+          "device '" + D->name()->str() + "' asks for " +
+          std::to_string(std::max(D->arena_bytes(), D->persistent_bytes())) +
+          " bytes of memory, more than 2^50");
   }
   return Status::ok();
 }
@@ -263,7 +263,7 @@ Status Checker::checkVariables() {
         Lo = -9223372036854775808.0;
         Hi = 9223372036854774784.0; // The largest double below 2^63.
       }
-      if (Lo < Hi)
+      if (Lo < Hi && C->values())
         for (double V : *C->values())
           if (!(V >= Lo && V <= Hi)) {
             char Buf[32];
