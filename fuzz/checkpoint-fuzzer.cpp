@@ -24,6 +24,9 @@
 
 using namespace mdrt;
 
+/// Where the sum of the tensors' bytes goes, so that reading them stays.
+volatile uint64_t CheckpointSink;
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   std::vector<uint8_t> Bytes(Data, Data + Size);
   // The low bit of the last byte before the checksum keeps the checksum as
@@ -59,8 +62,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
       {"LogisticClassifier/fully_connected/biases", {DType::Float32, {1}}},
       {"global_step", {DType::Int64, {}}}};
   (void)checkCheckpoint(Ck, "fuzz.mdck", Ck.State.PlanFingerprint, Fixed);
-  // Keeps the reads.
-  static volatile uint64_t Sink;
-  Sink = Sum;
+  CheckpointSink = Sum; // Keeps the reads.
   return 0;
 }
