@@ -155,11 +155,14 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
                                "clone_device(" + std::to_string(I) + ")");
     CI.Stack =
         G.pushStack(G.pushStack(G.getRootStack(), S.OptimizerEntry), CI.Entry);
-    auto Ins = Groups.try_emplace(GroupDevice(CI.Device), int(Groups.size()));
+    std::string GroupDev = GroupDevice(CI.Device);
+    auto Ins = Groups.try_emplace(GroupDev, int(Groups.size()));
     CI.DeviceGroup = Ins.first->second;
-    if (Ins.second)
+    if (Ins.second) {
+      S.GroupDevices.push_back(GroupDev);
       MirrorEntries.push_back(createSpecEntry(
           G, CI.Device, "mirrored copy " + std::to_string(CI.DeviceGroup)));
+    }
     S.Clones.push_back(std::move(CI));
   }
   S.NumDeviceGroups = Mirrored ? int(Groups.size()) : 1;

@@ -94,9 +94,9 @@ Error SumGradientsPass::runMirrored(Graph &G, DeployState &S, int64_t First,
   // The variables (copy 0) with a gradient anywhere, and the gradient of
   // each device group, summed over the group's clones.
   struct VarGrads {
-    Node *Var;                             // copy 0
-    SmallVector<TensorRef, 4> PerGroup;    // one per device group
-    unsigned Ready = 0;                    // creation order of its gradient
+    Node *Var;                          // copy 0
+    SmallVector<TensorRef, 4> PerGroup; // one per device group
+    unsigned Ready = 0;                 // creation order of its gradient
   };
   MapVector<Node *, VarGrads> Vars;
   std::vector<SmallVector<const CloneInfo *, 4>> GroupClones(S.NumDeviceGroups);
@@ -162,10 +162,9 @@ Error SumGradientsPass::runMirrored(Graph &G, DeployState &S, int64_t First,
   std::vector<VarGrads *> ByReady;
   for (auto &[V, VG] : Vars)
     ByReady.push_back(&VG);
-  std::stable_sort(ByReady.begin(), ByReady.end(),
-                   [](const VarGrads *A, const VarGrads *B) {
-                     return A->Ready < B->Ready;
-                   });
+  std::stable_sort(
+      ByReady.begin(), ByReady.end(),
+      [](const VarGrads *A, const VarGrads *B) { return A->Ready < B->Ready; });
   std::vector<std::vector<VarGrads *>> Buckets;
   int64_t Filled = 0;
   for (VarGrads *VG : ByReady) {
@@ -178,9 +177,9 @@ Error SumGradientsPass::runMirrored(Graph &G, DeployState &S, int64_t First,
     Filled += VG->Var->getOutputType(0).byteSize();
   }
 
-  std::vector<std::string> Devices;
-  for (int Gp = 0; Gp < S.NumDeviceGroups; ++Gp)
-    Devices.push_back(GroupClones[Gp][0]->Device.toString());
+  assert(S.GroupDevices.size() == size_t(S.NumDeviceGroups) &&
+         "replicate-clones names each device group");
+  const std::vector<std::string> &Devices = S.GroupDevices;
   for (unsigned Bk = 0; Bk < Buckets.size(); ++Bk) {
     for (int Gp = 0; Gp < S.NumDeviceGroups; ++Gp) {
       const CloneInfo &Lead = *GroupClones[Gp][0];

@@ -62,6 +62,10 @@ struct DeployState {
   llvm::DenseMap<Node *, Node *> MirrorOf;
   /// Number of distinct clone devices.
   int NumDeviceGroups = 1;
+  /// Mirrored strategy: the device each group runs on, as the all-reduces
+  /// list it (the clone device as written, or its task's CPU when soft
+  /// placement moves the clones there).
+  std::vector<std::string> GroupDevices;
 
   // scale-losses.
   Node *TotalLoss = nullptr;
