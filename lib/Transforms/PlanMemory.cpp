@@ -50,7 +50,10 @@ static bool isPersistent(const Node &N) {
 /// When \p N's output 0 can be a view of its input 0: the byte offset of
 /// the view, else -1.
 static int64_t viewOffset(const Node &N) {
-  if (N.getNumInputs() != 1 || isPersistent(*N.getInput(0).N))
+  // (Ops with one input and no output, such as AssignAdd, have no type
+  // to compare.)
+  if (N.getNumInputs() != 1 || N.getNumOutputs() != 1 ||
+      isPersistent(*N.getInput(0).N))
     return -1;
   const TensorType &In = N.getInput(0).type(), &Out = N.getOutputType(0);
   switch (N.getOp().Kind) {
