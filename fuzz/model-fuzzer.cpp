@@ -5,9 +5,11 @@
 //===----------------------------------------------------------------------===//
 //
 // Input: a model in the text format (.mdg). The target reads it, compiles it
-// under three deployments (one clone on the CPU; two mirrored clones on two
-// GPUs; two clones on GPUs with two ps tasks) with the default pipeline and
-// the evaluation program, and runs the plans it gets once on the CPU. A
+// under five deployments (one clone on the CPU; two mirrored clones on two
+// GPUs; two clones on GPUs with two ps tasks; the second of two mirrored
+// workers; the second of two workers with a ps task) with the default
+// pipeline and the evaluation program, and runs the plans it gets once on
+// the CPU (a mirrored worker's plan only loads: it needs its processes). A
 // model the reader or a pass rejects is fine; a crash, a sanitizer report,
 // an internal error (the emitter checks its plan with the runtime's
 // verifier and reports a plan that fails it so) or a hang is not.
@@ -21,6 +23,8 @@
 
 using namespace mdplan;
 
+constexpr int NumDeployments = 5;
+
 static DeploymentConfig deployment(int Variant) {
   DeploymentConfig C;
   switch (Variant) {
@@ -31,9 +35,21 @@ static DeploymentConfig deployment(int Variant) {
     C.NumClones = 2;
     C.Strat = Strategy::Mirrored;
     break;
-  default:
+  case 2:
     C.NumClones = 2;
     C.NumPsTasks = 2;
+    break;
+  case 3: // The second worker of two, mirrored: cross-process all-reduces.
+    C.CloneOnCPU = true;
+    C.Strat = Strategy::Mirrored;
+    C.NumReplicas = 2;
+    C.ReplicaId = 1;
+    break;
+  default: // The second worker of two, with a ps task.
+    C.NumClones = 2;
+    C.NumReplicas = 2;
+    C.ReplicaId = 1;
+    C.NumPsTasks = 1;
     break;
   }
   return C;
@@ -43,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   llvm::StringRef Text(reinterpret_cast<const char *>(Data), Size);
   ReadOptions RO;
   RO.Format = InputFormat::Text;
-  for (int Variant = 0; Variant < 3; ++Variant) {
+  for (int Variant = 0; Variant < NumDeployments; ++Variant) {
     auto Model = readModelBuffer(Text, "fuzz.mdg", RO);
     if (!Model) {
       fuzz::rejected(Model.takeError());
