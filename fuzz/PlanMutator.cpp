@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanMutator.h"
+#include "RandomEdits.h"
 
 // The object-API variant of the plan schema (fuzz/CMakeLists.txt): this file
 // must not include the runtime's headers, which use the plain one.
@@ -33,59 +34,12 @@ namespace fb = mdplan::plan;
 
 namespace {
 
-class Mutator {
+class Mutator : mdplan::fuzz::RandomEdits {
 public:
-  Mutator(fb::PlanT &P, unsigned Seed) : P(P), R(Seed) {}
+  Mutator(fb::PlanT &P, unsigned Seed) : RandomEdits(Seed), P(P) {}
   bool mutate();
 
 private:
-  /// A number in [0, N); N > 0.
-  size_t pick(size_t N) {
-    return std::uniform_int_distribution<size_t>(0, N - 1)(R);
-  }
-  bool coin() { return pick(2) == 0; }
-  template <typename T> T &any(std::vector<T> &V) { return V[pick(V.size())]; }
-
-  /// An interesting replacement for integer \p X.
-  int64_t nearby(int64_t X) {
-    switch (pick(8)) {
-    case 0:
-      return 0;
-    case 1:
-      return 1;
-    case 2:
-      return -1;
-    case 3:
-      return int64_t(uint64_t(X) + 1); // Wraps: no signed overflow.
-    case 4:
-      return int64_t(uint64_t(X) - 1);
-    case 5:
-      return int64_t(uint64_t(X) * 2);
-    case 6:
-      return X / 2;
-    default:
-      return int64_t(pick(64));
-    }
-  }
-  double nearbyReal(double X) {
-    switch (pick(7)) {
-    case 0:
-      return 0;
-    case 1:
-      return -X;
-    case 2:
-      return X * 1e6;
-    case 3:
-      return std::numeric_limits<double>::quiet_NaN();
-    case 4:
-      return std::numeric_limits<double>::infinity();
-    case 5:
-      return 1;
-    default:
-      return X + 0.5;
-    }
-  }
-
   static uint64_t eltSize(fb::DType T) {
     switch (T) {
     case fb::DType::Float64:
@@ -136,7 +90,6 @@ private:
   bool mutateDevice();
 
   fb::PlanT &P;
-  std::minstd_rand R;
 };
 
 bool Mutator::reshapeBuffer() {

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TextProtoMutator.h"
+#include "RandomEdits.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/tokenizer.h>
@@ -35,10 +36,10 @@ namespace pb = google::protobuf;
 
 namespace {
 
-class Mutator {
+class Mutator : mdplan::fuzz::RandomEdits {
 public:
   Mutator(unsigned Seed, const std::vector<std::string> &Extra)
-      : R(Seed), Pool(Extra) {}
+      : RandomEdits(Seed), Pool(Extra) {}
   bool mutate(pb::Message &M);
 
 private:
@@ -47,19 +48,11 @@ private:
     const pb::FieldDescriptor *F;
   };
 
-  size_t pick(size_t N) {
-    return std::uniform_int_distribution<size_t>(0, N - 1)(R);
-  }
-  bool coin() { return pick(2) == 0; }
-
   void collect(pb::Message &M, int Depth);
-  int64_t nearby(int64_t X);
-  double nearbyReal(double X);
   std::string newString(const std::string &Old);
   void setScalar(pb::Message &M, const pb::FieldDescriptor *F, int Index);
   void addElement(pb::Message &M, const pb::FieldDescriptor *F);
 
-  std::minstd_rand R;
   std::vector<std::string> Pool;
   std::vector<Slot> Slots;
 };
@@ -88,50 +81,6 @@ void Mutator::collect(pb::Message &M, int Depth) {
     } else if (Ref->HasField(M, F)) {
       collect(*Ref->MutableMessage(&M, F), Depth + 1);
     }
-  }
-}
-
-int64_t Mutator::nearby(int64_t X) {
-  switch (pick(9)) {
-  case 0:
-    return 0;
-  case 1:
-    return 1;
-  case 2:
-    return -1;
-  case 3:
-    return int64_t(uint64_t(X) + 1); // Wraps: no signed overflow.
-  case 4:
-    return int64_t(uint64_t(X) - 1);
-  case 5:
-    return int64_t(uint64_t(X) * 2);
-  case 6:
-    return X / 2;
-  case 7:
-    return std::numeric_limits<int32_t>::max();
-  default:
-    return int64_t(pick(64));
-  }
-}
-
-double Mutator::nearbyReal(double X) {
-  switch (pick(8)) {
-  case 0:
-    return 0;
-  case 1:
-    return -X;
-  case 2:
-    return X * 1e6;
-  case 3:
-    return std::numeric_limits<double>::quiet_NaN();
-  case 4:
-    return std::numeric_limits<double>::infinity();
-  case 5:
-    return 1;
-  case 6:
-    return 1e-300;
-  default:
-    return X + 0.5;
   }
 }
 
