@@ -143,13 +143,24 @@ static Shape reducedShape(const Shape &In, ArrayRef<unsigned> Axes,
 // Shape functions
 //===----------------------------------------------------------------------===//
 
+/// The dimensions as written, "[2,-1]": Shape::str() prints every negative
+/// one as "?", which hides the value a message complains about.
+static std::string writtenDims(ArrayRef<int64_t> Dims) {
+  std::string S;
+  raw_string_ostream OS(S);
+  OS << '[';
+  interleave(Dims, OS, ",");
+  OS << ']';
+  return S;
+}
+
 static Error shapeInput(InferContext &C) {
   Shape S;
   S.dims().push_back(C.attrs().getInt("batch_size", -1));
   for (int64_t D : C.attrs().getInts("shape")) {
     if (D <= 0)
       return C.error("input dimensions must be positive, got " +
-                     C.attrs().getShape("shape").str());
+                     writtenDims(C.attrs().getInts("shape")));
     S.dims().push_back(D);
   }
   if (S[0] == 0 || S[0] < -1)
@@ -164,7 +175,8 @@ static Error shapeInput(InferContext &C) {
 static Error checkStaticShape(InferContext &C, const Shape &S) {
   for (int64_t D : S.dims())
     if (D < 0)
-      return C.error("shape " + S.str() + " must have non-negative dimensions");
+      return C.error("shape " + writtenDims(S.dims()) +
+                     " must have non-negative dimensions");
   return Error::success();
 }
 
@@ -890,7 +902,7 @@ static Error gradReduce(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
   if (IsMean) {
     const Shape &Out = shapeOf(TensorRef(&F, 0));
     int64_t NIn = In.numElements(), NOut = Out.numElements();
-    if (NIn < 0 || NOut <= 0)
+    if (NIn < 0 || NOut < 0)
       return F.error("gradient of Mean needs a fully known input shape, got " +
                      In.str());
     Scale = NIn ? double(NOut) / double(NIn) : 0.0;
