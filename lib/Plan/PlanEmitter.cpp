@@ -14,10 +14,12 @@
 #include "mdrt/Random.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
+#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -64,6 +66,8 @@ private:
     /// Output -> plan buffer id, NoBuffer until assigned.
     OutputTable<uint32_t> BufIds;
     std::vector<uint32_t> DevMap; // graph device -> plan device
+    /// Node id -> the offset of its name in the plan, 0 until written.
+    std::vector<flatbuffers::uoffset_t> NameOffs;
 
     /// The buffer of \p K, or NoBuffer (also for another graph's node).
     uint32_t findBuf(TensorKey K) const {
@@ -87,6 +91,27 @@ private:
   Error assignBuffers(Prog &P, bool IsEval);
   flatbuffers::Offset<fb::Program> emitProgram(Prog &P);
   flatbuffers::Offset<fb::Attr> emitAttr(StringRef Name, const Attr &A);
+  /// An attribute table, written once per distinct name and value: a
+  /// training graph repeats the same few (data types, paddings, devices)
+  /// hundreds of thousands of times.
+  /// Sets \p Fresh if it writes the table (always for integers).
+  flatbuffers::Offset<fb::Attr> sharedAttr(const AttrDict::Entry &E,
+                                           bool &Fresh);
+  /// A kernel's attribute list, written once per distinct list.
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Attr>>>
+  sharedAttrList(ArrayRef<const AttrDict::Entry *> Entries);
+  /// A buffer's shape, written once per distinct shape.
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>>
+  sharedShape(ArrayRef<int64_t> Dims);
+  /// The empty id list (most kernels wait for nothing), written once.
+  flatbuffers::Offset<flatbuffers::Vector<uint32_t>>
+  idList(ArrayRef<uint32_t> Ids) {
+    if (!Ids.empty())
+      return FB.CreateVector(Ids.data(), Ids.size());
+    if (EmptyIds.IsNull())
+      EmptyIds = FB.CreateVector(Ids.data(), 0);
+    return EmptyIds;
+  }
   flatbuffers::Offset<flatbuffers::String> str(StringRef S) {
     return FB.CreateString(S.data(), S.size());
   }
@@ -100,6 +125,29 @@ private:
     return Ins.first->second;
   }
 
+  /// A node's name, written once: its kernel, its output 0's buffer and
+  /// (a variable) its Variable entry share it.
+  flatbuffers::Offset<flatbuffers::String> nodeName(const Node &N) {
+    for (Prog &P : Progs)
+      if (P.G == &N.getGraph()) {
+        if (P.NameOffs.empty())
+          P.NameOffs.resize(P.G->getIdBound());
+        flatbuffers::uoffset_t &Off = P.NameOffs[N.getId()];
+        if (!Off)
+          Off = str(N.getName()).o;
+        return Off;
+      }
+    llvm_unreachable("a node of neither program");
+  }
+
+  /// The op's name, written once.
+  flatbuffers::Offset<flatbuffers::String> opName(const OpDef &Op) {
+    auto &Off = OpNames[&Op];
+    if (Off.IsNull())
+      Off = sharedStr(Op.Name);
+    return Off;
+  }
+
   /// What to reserve for the plan: the builder grows by doubling and copies
   /// what it holds each time, so a large plan is best built in one block.
   /// Pages never written cost nothing.
@@ -111,8 +159,22 @@ private:
   Graph &Train;
   Graph *Eval;
   const DeploymentConfig &C;
+  std::vector<Prog> Progs; // train, then eval
   flatbuffers::FlatBufferBuilder FB;
   StringMap<flatbuffers::Offset<flatbuffers::String>> Shared;
+  // The tables and vectors written once (a plan may share them: it is a
+  // DAG), by the hash of what they hold; the graphs own the keys.
+  template <typename Key, typename T>
+  using DedupTable =
+      DenseMap<uint64_t,
+               SmallVector<std::pair<Key, flatbuffers::Offset<T>>, 1>>;
+  DedupTable<const AttrDict::Entry *, fb::Attr> AttrCache;
+  DedupTable<std::vector<uint32_t>, // the offsets of the attributes
+             flatbuffers::Vector<flatbuffers::Offset<fb::Attr>>>
+      AttrListCache;
+  DedupTable<ArrayRef<int64_t>, flatbuffers::Vector<int64_t>> ShapeCache;
+  flatbuffers::Offset<flatbuffers::Vector<uint32_t>> EmptyIds;
+  DenseMap<const OpDef *, flatbuffers::Offset<flatbuffers::String>> OpNames;
 
   std::vector<DeviceSpec> Devices;
   std::map<std::string, uint32_t> DeviceIds;
@@ -274,6 +336,131 @@ flatbuffers::Offset<fb::Attr> Emitter::emitAttr(StringRef Name, const Attr &A) {
   return fb::CreateAttr(FB, NameOff, K, I, F, S, Ints, Floats, Strings);
 }
 
+/// The bits of a double: 0.0 and -0.0 are different attributes.
+static uint64_t bitsOf(double F) {
+  uint64_t B;
+  std::memcpy(&B, &F, sizeof B);
+  return B;
+}
+
+static hash_code hashAttr(const Attr &A) {
+  hash_code H = hash_value(unsigned(A.kind()));
+  switch (A.kind()) {
+  case AttrKind::Int:
+    return hash_combine(H, A.getInt());
+  case AttrKind::Float:
+    return hash_combine(H, bitsOf(A.getFloat()));
+  case AttrKind::Bool:
+    return hash_combine(H, A.getBool());
+  case AttrKind::String:
+    return hash_combine(H, StringRef(A.getString()));
+  case AttrKind::Type:
+    return hash_combine(H, unsigned(A.getType()));
+  case AttrKind::Shape: {
+    const Shape &S = A.getShape();
+    return hash_combine(H,
+                        hash_combine_range(S.dims().begin(), S.dims().end()));
+  }
+  case AttrKind::IntList:
+    return hash_combine(
+        H, hash_combine_range(A.getInts().begin(), A.getInts().end()));
+  case AttrKind::FloatList:
+    for (double F : A.getFloats())
+      H = hash_combine(H, bitsOf(F));
+    return H;
+  case AttrKind::StringList:
+    for (const std::string &S : A.getStrings())
+      H = hash_combine(H, StringRef(S));
+    return H;
+  }
+  llvm_unreachable("unknown attribute kind");
+}
+
+/// A DenseMap key for \p H (which reserves the two largest values).
+static uint64_t tableKey(hash_code H) {
+  uint64_t K = size_t(H);
+  return K >= ~uint64_t(1) ? K - 2 : K;
+}
+
+static hash_code hashEntry(const AttrDict::Entry &E) {
+  return hash_combine(StringRef(E.first), hashAttr(E.second));
+}
+
+/// Equal as plan attributes: floats compare by their bits.
+static bool sameEntry(const AttrDict::Entry &X, const AttrDict::Entry &Y) {
+  if (X.first != Y.first || X.second.kind() != Y.second.kind())
+    return false;
+  switch (X.second.kind()) {
+  case AttrKind::Float:
+    return bitsOf(X.second.getFloat()) == bitsOf(Y.second.getFloat());
+  case AttrKind::FloatList: {
+    const std::vector<double> &A = X.second.getFloats(),
+                              &B = Y.second.getFloats();
+    return A.size() == B.size() &&
+           std::equal(A.begin(), A.end(), B.begin(), [](double P, double Q) {
+             return bitsOf(P) == bitsOf(Q);
+           });
+  }
+  default:
+    return X.second == Y.second;
+  }
+}
+
+flatbuffers::Offset<fb::Attr> Emitter::sharedAttr(const AttrDict::Entry &E,
+                                                  bool &Fresh) {
+  // Integers are cheap to write and often unique (a Send's channel): a
+  // table of them would only cost lookups that miss.
+  if (E.second.kind() == AttrKind::Int) {
+    Fresh = true;
+    return emitAttr(E.first, E.second);
+  }
+  auto &Bucket = AttrCache[tableKey(hashEntry(E))];
+  for (auto &[Seen, Off] : Bucket)
+    if (sameEntry(*Seen, E))
+      return Off;
+  auto Off = emitAttr(E.first, E.second);
+  Bucket.push_back({&E, Off});
+  Fresh = true;
+  return Off;
+}
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Attr>>>
+Emitter::sharedAttrList(ArrayRef<const AttrDict::Entry *> Entries) {
+  SmallVector<flatbuffers::Offset<fb::Attr>, 8> Attrs;
+  bool Fresh = false;
+  for (const AttrDict::Entry *E : Entries)
+    Attrs.push_back(sharedAttr(*E, Fresh));
+  auto Create = [&] { return FB.CreateVector(Attrs.data(), Attrs.size()); };
+  // A list with an attribute written afresh is new (or holds an integer):
+  // not worth remembering.
+  if (Fresh)
+    return Create();
+  // Equal attributes have equal offsets.
+  SmallVector<uint32_t, 8> Key;
+  for (flatbuffers::Offset<fb::Attr> A : Attrs)
+    Key.push_back(A.o);
+  auto &Bucket =
+      AttrListCache[tableKey(hash_combine_range(Key.begin(), Key.end()))];
+  for (auto &[Seen, Off] : Bucket)
+    if (ArrayRef<uint32_t>(Seen) == ArrayRef<uint32_t>(Key))
+      return Off;
+  auto Off = Create();
+  Bucket.push_back({std::vector<uint32_t>(Key.begin(), Key.end()), Off});
+  return Off;
+}
+
+flatbuffers::Offset<flatbuffers::Vector<int64_t>>
+Emitter::sharedShape(ArrayRef<int64_t> Dims) {
+  auto &Bucket =
+      ShapeCache[tableKey(hash_combine_range(Dims.begin(), Dims.end()))];
+  for (auto &[Seen, Off] : Bucket)
+    if (Seen == Dims)
+      return Off;
+  auto Off = FB.CreateVector(Dims.data(), Dims.size());
+  Bucket.push_back({Dims, Off});
+  return Off;
+}
+
 flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
   Graph &G = *P.G;
   DeployState &S = G.deployState();
@@ -335,7 +522,7 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
 
   // Scratch vectors reused by every kernel: a plan has a million of them.
   std::vector<uint32_t> InIds, OutIds;
-  std::vector<flatbuffers::Offset<fb::Attr>> Attrs;
+  std::vector<const AttrDict::Entry *> Attrs;
   std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs;
   for (auto &[PD, GD] : DevOrder) {
     std::vector<flatbuffers::Offset<fb::Kernel>> KernelOffs;
@@ -350,20 +537,18 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       for (unsigned O = 0; O < N->getNumOutputs(); ++O)
         OutIds.push_back(P.bufId({N, O}));
       bool Collective = N->getOp().is(OF_Collective);
-      for (const auto &[K, V] : N->attrs()) {
+      for (const AttrDict::Entry &E : N->attrs()) {
         // A collective within one process is written as in version 1 plans,
         // without `replicas` (its Collective entry carries it anyway).
-        if (Collective && K == "replicas" && V.kind() == AttrKind::Int &&
-            V.getInt() == 1)
+        if (Collective && E.first == "replicas" &&
+            E.second.kind() == AttrKind::Int && E.second.getInt() == 1)
           continue;
-        Attrs.push_back(emitAttr(K, V));
+        Attrs.push_back(&E);
       }
       SmallVector<uint32_t, 4> W = WaitsOf(N);
       KernelOffs.push_back(fb::CreateKernel(
-          FB, str(N->getName()), sharedStr(N->getOpName()),
-          FB.CreateVector(Attrs), FB.CreateVector(InIds),
-          FB.CreateVector(OutIds), FB.CreateVector(W.data(), W.size()),
-          Signals[N->getId()]));
+          FB, nodeName(*N), opName(N->getOp()), sharedAttrList(Attrs),
+          idList(InIds), idList(OutIds), idList(W), Signals[N->getId()]));
     }
     const DeployState::DeviceMemory &M = S.Memory[GD];
     DevProgs.push_back(fb::CreateDeviceProgram(
@@ -462,7 +647,6 @@ Expected<PlanBytes> Emitter::emit() {
   for (Graph *G : {&Train, Eval})
     if (G && (!G->hasDeployState() || !G->deployState().MemoryPlanned))
       return makeError("emitting a plan needs plan-memory to run first");
-  std::vector<Prog> Progs;
   Progs.emplace_back(&Train, "train");
   if (Eval)
     Progs.emplace_back(Eval, "eval");
@@ -490,9 +674,9 @@ Expected<PlanBytes> Emitter::emit() {
     auto [N, O] = B.Key;
     ArrayRef<int64_t> Dims = N->getOutputType(O).Dims.dims();
     BufOffs.push_back(fb::CreateBuffer(
-        FB, O ? FB.CreateString(tensorName(B.Key)) : str(N->getName()),
-        B.Device, fb::DType(B.Elt), FB.CreateVector(Dims.data(), Dims.size()),
-        B.Offset, B.Bytes, B.Persistent, B.AliasOf));
+        FB, O ? FB.CreateString(tensorName(B.Key)) : nodeName(*N), B.Device,
+        fb::DType(B.Elt), sharedShape(Dims), B.Offset, B.Bytes, B.Persistent,
+        B.AliasOf));
   }
 
   // Variables (train's, then any only the evaluation uses).
@@ -523,7 +707,7 @@ Expected<PlanBytes> Emitter::emit() {
       if (uint32_t Id = P.findBuf({V, 0}); Id != Prog::NoBuffer)
         Buf = Id;
     VarOffs.push_back(fb::CreateVariable(
-        FB, str(Name), Buf,
+        FB, nodeName(*V), Buf,
         initKind(A.getString("initializer", "glorot_uniform")),
         A.getFloat("init_value"), A.getFloat("init_mean"),
         A.getFloat("init_stddev", 1.0), A.getFloat("init_min", -0.05),
