@@ -253,18 +253,20 @@ Status cpu::convGeometry(const KernelInfo &I, ConvMode Mode, ConvGeometry &G) {
     Y = I.Inputs[1].Shape;
     X = I.Outputs[0].Shape;
     if (I.Attrs.has("input_shape") && I.Attrs.getInts("input_shape") != X)
-      return Status::error("output " + I.Outputs[0].str() +
-                           " does not have the 'input_shape' " +
-                           shapeStr(I.Attrs.getInts("input_shape")));
+      return Status::error(
+          "output " + I.Outputs[0].str() +
+          " does not have the 'input_shape' attribute's shape " +
+          shapeStr(I.Attrs.getInts("input_shape")));
     break;
   case ConvMode::BackwardFilter:
     X = I.Inputs[0].Shape;
     Y = I.Inputs[1].Shape;
     F = I.Outputs[0].Shape;
     if (I.Attrs.has("filter_shape") && I.Attrs.getInts("filter_shape") != F)
-      return Status::error("output " + I.Outputs[0].str() +
-                           " does not have the 'filter_shape' " +
-                           shapeStr(I.Attrs.getInts("filter_shape")));
+      return Status::error(
+          "output " + I.Outputs[0].str() +
+          " does not have the 'filter_shape' attribute's shape " +
+          shapeStr(I.Attrs.getInts("filter_shape")));
     break;
   }
   if (F.size() != 4)

@@ -103,8 +103,11 @@ Status BroadcastPlan::init(const std::vector<int64_t> &Out,
     SB.push_back(0);
   }
   if (Dims.size() > MaxRank)
-    return Status::error("broadcast of rank " + std::to_string(Dims.size()) +
-                         " is not supported");
+    return Status::error("broadcasting " + shapeStr(A) + " and " + shapeStr(B) +
+                         " to " + shapeStr(Out) + " takes " +
+                         std::to_string(Dims.size()) +
+                         " loop dimensions; at most " +
+                         std::to_string(MaxRank) + " are supported");
   std::reverse(Dims.begin(), Dims.end());
   std::reverse(SA.begin(), SA.end());
   std::reverse(SB.begin(), SB.end());
@@ -505,6 +508,9 @@ public:
     const T *X = static_cast<const T *>(C.In[0]);
     T *Y = static_cast<T *>(C.Out[0]);
     const int64_t NC = this->Cols;
+    // An empty last dimension: nothing to compute (and no grain below).
+    if (!NC)
+      return;
     parallelFor(this->Rows, std::max<int64_t>(1, GrainExpensive / NC),
                 this->Threads, [&](int64_t B, int64_t E) {
                   for (int64_t R = B; R < E; ++R) {
@@ -535,6 +541,8 @@ public:
     const T *DY = static_cast<const T *>(C.In[1]);
     T *DX = static_cast<T *>(C.Out[0]);
     const int64_t NC = this->Cols;
+    if (!NC)
+      return;
     parallelFor(this->Rows, std::max<int64_t>(1, GrainMedium / NC),
                 this->Threads, [&](int64_t B, int64_t E) {
                   for (int64_t R = B; R < E; ++R) {

@@ -18,9 +18,11 @@ using namespace mdrt::cpu;
 
 namespace {
 
-/// Calls Fn((E *)nullptr) for the C++ type E of \p T (numeric types).
-template <typename F> KernelOr dispatchNumeric(DType T, F &&Fn) {
-  switch (T) {
+/// Calls Fn((E *)nullptr) for the C++ type E of \p D's element type
+/// (numeric types); \p What names \p D in the error.
+template <typename F>
+KernelOr dispatchNumeric(const TensorDesc &D, const char *What, F &&Fn) {
+  switch (D.Type) {
   case DType::Float32:
     return Fn((float *)nullptr);
   case DType::Float64:
@@ -30,8 +32,9 @@ template <typename F> KernelOr dispatchNumeric(DType T, F &&Fn) {
   case DType::Int64:
     return Fn((int64_t *)nullptr);
   default:
-    return Status::error(std::string("unsupported element type ") +
-                         dtypeName(T));
+    return Status::error(std::string(What) +
+                         " must be float32, float64, int32 or int64, got " +
+                         D.str());
   }
 }
 
@@ -51,6 +54,9 @@ public:
     T *Loss = static_cast<T *>(Ctx.Out[0]);
     T *Back = static_cast<T *>(Ctx.Out[1]);
     const int64_t NC = C;
+    // [0, 0] logits (the factory rejects classless logits of a batch).
+    if (!NC)
+      return;
     parallelFor(N, std::max<int64_t>(1, GrainExpensive / NC), Threads,
                 [&](int64_t B, int64_t E) {
                   for (int64_t I = B; I < E; ++I) {
@@ -229,9 +235,9 @@ KernelOr createAccuracy(const KernelInfo &I) {
       return Status::error("predictions " + X.str() + " and labels " +
                            Lab.str() + " have different batch sizes");
     int64_t C = X.Shape[1];
-    return dispatchNumeric(X.Type, [&](auto *PT) {
+    return dispatchNumeric(X, "predictions", [&](auto *PT) {
       using PP = std::remove_pointer_t<decltype(PT)>;
-      return dispatchNumeric(Lab.Type, [&](auto *LT) -> KernelOr {
+      return dispatchNumeric(Lab, "labels", [&](auto *LT) -> KernelOr {
         using LL = std::remove_pointer_t<decltype(LT)>;
         return wrap(std::make_unique<SparseAccuracyKernel<PP, LL>>(N, C));
       });
@@ -241,9 +247,9 @@ KernelOr createAccuracy(const KernelInfo &I) {
     return Status::error("predictions " + X.str() + " and labels " + Lab.str() +
                          " must have the same shape");
   int64_t E = N ? X.numElements() / N : 0;
-  return dispatchNumeric(X.Type, [&](auto *PT) {
+  return dispatchNumeric(X, "predictions", [&](auto *PT) {
     using PP = std::remove_pointer_t<decltype(PT)>;
-    return dispatchNumeric(Lab.Type, [&](auto *LT) -> KernelOr {
+    return dispatchNumeric(Lab, "labels", [&](auto *LT) -> KernelOr {
       using LL = std::remove_pointer_t<decltype(LT)>;
       return wrap(std::make_unique<BinaryAccuracyKernel<PP, LL>>(N, E));
     });

@@ -212,10 +212,12 @@ public:
     MDRT_RETURN_IF_ERROR(checkArity(I, 3, 3, 1));
     MDRT_RETURN_IF_ERROR(checkTypes(I, {0, 1, 2}, {0}, I.Inputs[0].Type));
     MDRT_RETURN_IF_ERROR(G.init(I, I.Inputs[0].Shape, I.Inputs[2].Shape));
-    if (G.H * G.W > INT32_MAX)
-      return Status::error("MaxPoolGrad images of " +
-                           std::to_string(G.H * G.W) +
-                           " pixels are not supported");
+    // Pixels are indexed in int32. (Dividing: an empty batch may have
+    // dimensions whose product overflows.)
+    if (G.H && G.W > INT32_MAX / G.H)
+      return Status::error("MaxPoolGrad images of " + std::to_string(G.H) +
+                           "x" + std::to_string(G.W) +
+                           " pixels are not supported (at most 2^31-1 pixels)");
     if (I.Inputs[1].Shape != I.Inputs[2].Shape ||
         I.Outputs[0].Shape != I.Inputs[0].Shape)
       return Status::error("MaxPoolGrad shapes do not match: input " +

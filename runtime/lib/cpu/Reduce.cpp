@@ -294,7 +294,8 @@ KernelOr createBiasAddGrad(const KernelInfo &I) {
   MDRT_RETURN_IF_ERROR(checkArity(I, 1, 1, 1));
   const std::vector<int64_t> &X = I.Inputs[0].Shape;
   if (X.empty())
-    return Status::error("BiasAddGrad input must have rank >= 1");
+    return Status::error("BiasAddGrad input must have rank >= 1, got " +
+                         I.Inputs[0].str());
   ReduceSpec S;
   S.Shape = X;
   S.Reduced.assign(X.size(), true);

@@ -246,7 +246,8 @@ KernelOr createBiasAddGrad(const KernelInfo &I) {
   MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 1, 1, 1));
   const std::vector<int64_t> &X = I.Inputs[0].Shape;
   if (X.empty())
-    return Status::error("BiasAddGrad input must have rank >= 1");
+    return Status::error("BiasAddGrad input must have rank >= 1, got " +
+                         I.Inputs[0].str());
   std::vector<bool> Reduced(X.size(), true);
   Reduced.back() = false;
   return makeReduce(I, X, Reduced, false, true);

@@ -162,8 +162,8 @@ TEST(CpuKernels, ConvolutionRejectsBadShapes) {
       .input(G.tensor(DType::Float32, {1, 5, 5, 3}))
       .input(G.tensor(DType::Float32, {3, 3, 2, 4}))
       .output(DType::Float32, {1, 5, 5, 4});
-  EXPECT_EQ(R.create(), "node 'test/Conv2D' (Conv2D): input [1,5,5,3] does not "
-                        "match the filter [3,3,2,4]");
+  EXPECT_EQ(R.create(), "node 'test/Conv2D' (Conv2D): input [1,5,5,3] "
+                        "does not match the filter [3,3,2,4]");
   OpRunner O("Conv2D");
   O.attr("padding", std::string("VALID"))
       .input(G.tensor(DType::Float32, {1, 5, 5, 3}))

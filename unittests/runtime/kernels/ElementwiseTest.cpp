@@ -389,6 +389,19 @@ TEST(CpuKernels, SoftmaxGrad) {
     }
 }
 
+TEST(CpuKernels, SoftmaxOfAnEmptyLastDimension) {
+  // Nothing to compute. (The kernels used to divide by the row length, 0:
+  // a SIGFPE unless the optimizer moved the division away.)
+  for (DType T : FloatTypes)
+    for (Shape S : {Shape{0}, Shape{3, 0}, Shape{0, 0}}) {
+      OpRunner R("Softmax");
+      R.input(TT(T, S, {})).output(T, S).run();
+      OpRunner G("SoftmaxGrad");
+      G.input(TT(T, S, {})).input(TT(T, S, {})).output(T, S).run();
+      EXPECT_TRUE(R.out(0).empty() && G.out(0).empty());
+    }
+}
+
 /// The documented mask of one element.
 double refMask(uint64_t RunSeed, int64_t SeedAttr, uint32_t Index,
                uint64_t Step, uint64_t Element, double Rate) {

@@ -63,6 +63,21 @@ TEST(CpuKernels, SparseSoftmaxCrossEntropyBadLabelGivesNaNRow) {
     EXPECT_TRUE(std::isnan(Back[size_t(K)])) << K;
 }
 
+TEST(CpuKernels, SparseSoftmaxCrossEntropyOfAnEmptyBatch) {
+  // Nothing to compute. (With [0, 0] logits the kernel used to divide by
+  // the number of classes, 0: a SIGFPE unless the optimizer moved the
+  // division away.)
+  for (Shape S : {Shape{0, 0}, Shape{0, 3}}) {
+    OpRunner R("SparseSoftmaxCrossEntropy");
+    R.input(TT(DType::Float32, S, {}))
+        .input(TT(DType::Int64, {0}, {}))
+        .output(DType::Float32, {0})
+        .output(DType::Float32, S)
+        .run();
+    EXPECT_TRUE(R.out(0).empty() && R.out(1).empty());
+  }
+}
+
 TEST(CpuKernels, LogLossAndItsGradient) {
   Rng G;
   for (DType T : FloatTypes)

@@ -188,8 +188,8 @@ TEST(CpuKernels, ApplyRejectsABadStep) {
       .input(TT(DType::Float32, {2}, {1, 2}))
       .input(TT(DType::Int32, {}, {0}));
   EXPECT_EQ(R.create(),
-            "node 'test/ApplyGradientDescent' (ApplyGradientDescent): the step "
-            "input must be an int64 scalar, got int32[]");
+            "node 'test/ApplyGradientDescent' (ApplyGradientDescent): "
+            "the step input must be an int64 scalar, got int32[]");
 }
 
 } // namespace
