@@ -279,11 +279,18 @@ Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
                     : int(std::max(1u, std::thread::hardware_concurrency()));
   int Gpus = -1;
   if (!Opts.GpuMap.empty())
-    for (const fb::Device *D : *P->devices())
-      if (D->kind() == fb::DeviceKind::GPU &&
-          size_t(D->index()) >= Opts.GpuMap.size())
+    for (const fb::Device *D : *P->devices()) {
+      if (D->kind() != fb::DeviceKind::GPU)
+        continue;
+      if (size_t(D->index()) >= Opts.GpuMap.size())
         return Status::error("the GPU map has no entry for " +
                              D->name()->str());
+      // Not a GPU: below any count of GPUs, it would reach CUDA as is.
+      if (int G = Opts.GpuMap[size_t(D->index())]; G < 0)
+        return Status::error("the GPU map puts " + D->name()->str() +
+                             " on GPU " + std::to_string(G) +
+                             ", which cannot exist");
+    }
   for (const fb::Device *D : *P->devices()) {
     std::string Name = D->name()->str();
     if (D->kind() == fb::DeviceKind::GPU) {

@@ -626,7 +626,8 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
     if (FP.collectives() && FP.collectives()->size())
       return Status::error("plan '" + Plan->name() +
                            "': its eval program has collectives, which "
-                           "mdrun's evaluation does not run");
+                           "mdrun's evaluation does not run (train with "
+                           "--no-eval)");
   }
   MDRT_RETURN_IF_ERROR(Impl->Exec->initialize());
   MDRT_RETURN_IF_ERROR(Impl->loadData());
@@ -772,6 +773,12 @@ Status Trainer::run(TrainResult &R) {
     T.Exec->writeTrace(Trace);
     if (!Trace)
       Traced = Status::error("cannot write trace '" + O.TracePath + "'");
+    else if (TraceFrom >= Total)
+      // Not "steps 2 to 1": the run ended before the traced steps.
+      T.Log << "note: the trace written to " << O.TracePath
+            << " holds no step: tracing starts with the second step of a "
+               "run, and this run had "
+            << R.StepsRun << " step" << (R.StepsRun == 1 ? "" : "s") << '\n';
     else
       T.Log << "trace of steps " << TraceFrom + 1 << " to "
             << std::min(TraceTo, Total) << " written to " << O.TracePath

@@ -18,6 +18,8 @@
 #include "mdrt/Trainer.h"
 
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -83,11 +85,14 @@ struct Option {
   std::function<bool(const std::string &)> Set;
 };
 
-bool parseInt(const std::string &S, int64_t &Out, int64_t Min) {
+/// An integer in [Min, Max]; an option held in an int passes INT_MAX as
+/// \p Max, so that a larger value is refused rather than wrapped.
+bool parseInt(const std::string &S, int64_t &Out, int64_t Min,
+              int64_t Max = INT64_MAX) {
   char *End = nullptr;
   errno = 0;
   long long V = std::strtoll(S.c_str(), &End, 10);
-  if (S.empty() || *End || errno || V < Min)
+  if (S.empty() || *End || errno || V < Min || V > Max)
     return false;
   Out = V;
   return true;
@@ -201,7 +206,7 @@ static int mdrunMain(int argc, char **argv) {
        }},
       {"threads", "N", "threads per device (all cores)",
        [&](const std::string &V) {
-         bool Ok = parseInt(V, I64, 1);
+         bool Ok = parseInt(V, I64, 1, INT_MAX);
          T.Exec.Threads = int(I64);
          return Ok;
        }},
@@ -225,7 +230,7 @@ static int mdrunMain(int argc, char **argv) {
        [&](const std::string &V) { return !(T.TracePath = V).empty(); }},
       {"trace-steps", "N", "steps in the trace (3)",
        [&](const std::string &V) {
-         bool Ok = parseInt(V, I64, 1);
+         bool Ok = parseInt(V, I64, 1, INT_MAX);
          T.TraceSteps = int(I64);
          return Ok;
        }},
@@ -235,7 +240,7 @@ static int mdrunMain(int argc, char **argv) {
        [&](const std::string &V) { return parseInt(V, T.CheckpointEvery, 1); }},
       {"keep-checkpoints", "N", "checkpoints to keep (3; 0 all)",
        [&](const std::string &V) {
-         bool Ok = parseInt(V, I64, 0);
+         bool Ok = parseInt(V, I64, 0, INT_MAX);
          T.KeepCheckpoints = int(I64);
          KeepGiven = true;
          return Ok;
@@ -254,7 +259,7 @@ static int mdrunMain(int argc, char **argv) {
          T.Exec.GpuMap.clear();
          for (size_t B = 0; B <= V.size();) {
            size_t E = std::min(V.find(',', B), V.size());
-           if (!parseInt(V.substr(B, E - B), I64, 0))
+           if (!parseInt(V.substr(B, E - B), I64, 0, INT_MAX))
              return false;
            T.Exec.GpuMap.push_back(int(I64));
            B = E + 1;
@@ -263,7 +268,7 @@ static int mdrunMain(int argc, char **argv) {
        }},
       {"prefetch", "N", "batches prepared ahead (2)",
        [&](const std::string &V) {
-         bool Ok = parseInt(V, I64, 0);
+         bool Ok = parseInt(V, I64, 0, INT_MAX);
          T.Prefetch = int(I64);
          return Ok;
        }},

@@ -200,7 +200,8 @@ Status checkTensors(const std::vector<CheckpointTensorRef> &Tensors) {
     if (T.Name.size() > UINT32_MAX)
       return Status::error("tensor name too long");
     if (!isKnownDType(uint8_t(T.Desc.Type)))
-      return Status::error("tensor " + quote(T.Name) + " has no valid dtype");
+      return Status::error("tensor " + quote(T.Name) + " has unknown dtype " +
+                           std::to_string(unsigned(T.Desc.Type)));
     if (T.Desc.Shape.size() > 255)
       return Status::error("tensor " + quote(T.Name) + " has rank " +
                            std::to_string(T.Desc.Shape.size()) +

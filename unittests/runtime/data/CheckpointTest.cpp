@@ -411,6 +411,31 @@ TEST(CheckpointTest, WriteErrors) {
   EXPECT_ERROR_HAS(encodeCheckpoint(F.State, NoData),
                    "tensor 'dense/w' has no data");
 
+  // Tensors the format cannot describe.
+  std::vector<CheckpointTensorRef> Bad = F.refs();
+  Bad[0].Desc.Type = DType::Invalid;
+  EXPECT_EQ(errorOf(encodeCheckpoint(F.State, Bad)),
+            "tensor 'dense/w' has unknown dtype 0");
+  Bad = F.refs();
+  Bad[0].Desc.Shape.assign(256, 1);
+  EXPECT_EQ(errorOf(encodeCheckpoint(F.State, Bad)),
+            "tensor 'dense/w' has rank 256, more than 255");
+  Bad = F.refs();
+  Bad[0].Desc.Shape = {2, -3};
+  EXPECT_EQ(errorOf(encodeCheckpoint(F.State, Bad)),
+            "tensor 'dense/w' has a negative dim: float32[2,-3]");
+
+  // A directory where the checkpoint goes: the rename fails, and the
+  // temporary is removed.
+  std::string Taken = Dir.file("taken.mdck");
+  ASSERT_TRUE(fs::create_directory(Taken));
+  std::string Tmp = Taken + ".tmp." + std::to_string(getpid());
+  EXPECT_EQ(errorOf(writeCheckpoint(Taken, F.State, F.refs())),
+            "writing checkpoint '" + Taken + "': cannot rename '" + Tmp +
+                "' to '" + Taken + "': Is a directory");
+  EXPECT_FALSE(fs::exists(Tmp));
+  fs::remove(Taken);
+
   // Overwriting replaces the old checkpoint.
   ASSERT_TRUE(writeCheckpoint(Path, F.State, F.refs()).isOk());
   CheckpointState Later = F.State;
@@ -455,7 +480,21 @@ TEST(CheckpointTest, Directories) {
   EXPECT_EQ((*List)[0].first, 300);
   EXPECT_EQ((*List)[1].first, 1000);
   EXPECT_TRUE(fs::exists(Dir.file("notes.txt")));
-  EXPECT_ERROR_HAS(pruneCheckpoints(Dir.Path, 0), "keep at least 1");
+  EXPECT_EQ(errorOf(pruneCheckpoints(Dir.Path, 0)),
+            "keeping 0 checkpoints: keep at least 1");
+
+  // A directory named like the oldest checkpoint cannot be removed.
+  std::string Old = Dir.file(checkpointFileName(10));
+  ASSERT_TRUE(fs::create_directory(Old));
+  EXPECT_EQ(errorOf(pruneCheckpoints(Dir.Path, 2)),
+            "cannot remove old checkpoint '" + Old + "': Is a directory");
+
+  // A file where the directory should be.
+  std::string File = Dir.file("notes.txt");
+  EXPECT_EQ(errorOf(listCheckpoints(File)),
+            "cannot read checkpoint directory '" + File + "': Not a directory");
+  EXPECT_EQ(errorOf(latestCheckpoint(File)),
+            "cannot read checkpoint directory '" + File + "': Not a directory");
 }
 
 } // namespace

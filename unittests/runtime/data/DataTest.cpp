@@ -346,7 +346,15 @@ TEST(DatasetTest, DirectoryErrors) {
                    makeArray<uint8_t>(IdxType::UInt8, {3, 1}, {1, 2, 3}))
           .isOk());
   EXPECT_ERROR_HAS(Dataset::load(Dir.Path, "train", {"label"}),
-                   "feature 'label' is ambiguous");
+                   "feature 'label' is ambiguous in '" + Dir.Path +
+                       "': both 'train-label-idx2-ubyte' and "
+                       "'train-labels-idx1-ubyte' match");
+
+  // One feature loaded from two files.
+  std::string A = Dir.file("train-labels-idx1-ubyte");
+  std::string B = Dir.file("train-label-idx2-ubyte");
+  EXPECT_EQ(errorOf(Dataset::loadFiles({{"y", A}, {"y", B}})),
+            "feature 'y' is given twice ('" + A + "' and '" + B + "')");
 }
 
 TEST(DatasetTest, ShapesMatchByElementCount) {
@@ -373,8 +381,18 @@ TEST(DatasetTest, ShapesMatchByElementCount) {
 
   Feature Twice;
   Twice.Name = "image";
+  Twice.Source = "other";
   Twice.Array = makeArray<uint8_t>(IdxType::UInt8, {2}, {1, 2});
-  EXPECT_ERROR_HAS(D.addFeature(Twice), "feature 'image' is given twice");
+  EXPECT_EQ(errorOf(D.addFeature(Twice)),
+            "feature 'image' is given twice ('mem' and 'other')");
+
+  // A scalar has no examples (IDX files have at least one dimension).
+  Feature Scalar;
+  Scalar.Name = "s";
+  Scalar.Source = "mem";
+  Scalar.Array = makeArray<float>(IdxType::Float32, {}, {1.0f});
+  EXPECT_EQ(errorOf(D.addFeature(Scalar)),
+            "feature 's' from 'mem' has no examples dimension");
 }
 
 Dataset oneFeature(const std::string &Name, IdxArray A) {
@@ -528,7 +546,10 @@ TEST(DatasetTest, Synthetic) {
   R.NumClasses = 2;
   EXPECT_FALSE(D->checkRequest(R).isOk());
 
-  EXPECT_ERROR_HAS(Dataset::synthetic(Reqs, 0, 1), "1 to 4294967295 examples");
+  EXPECT_EQ(errorOf(Dataset::synthetic(Reqs, 0, 1)),
+            "synthetic data needs 1 to 4294967295 examples, not 0");
+  EXPECT_EQ(errorOf(Dataset::synthetic(Reqs, int64_t(1) << 32, 1)),
+            "synthetic data needs 1 to 4294967295 examples, not 4294967296");
   EXPECT_ERROR_HAS(Dataset::synthetic({{"x", DType::Bool, {}}}, 1, 1),
                    "synthetic feature 'x' cannot be of type bool");
 }
@@ -967,10 +988,17 @@ TEST(BatchIteratorTest, Errors) {
   O.ShardIndex = 0;
   EXPECT_ERROR_HAS(BatchIterator::create(D, {{"id", DType::Int32, {2}}}, O),
                    "feature 'id' from 'mem' has 1 elements per example");
-  EXPECT_ERROR_HAS(BatchIterator::create(D, {}, O), "no features requested");
-  EXPECT_ERROR_HAS(
-      BatchIterator::create(std::make_shared<Dataset>(), IdRequests, O),
-      "empty dataset");
+  EXPECT_EQ(errorOf(BatchIterator::create(D, {}, O)),
+            "batches with no features requested");
+  EXPECT_EQ(errorOf(BatchIterator::create(std::make_shared<Dataset>(),
+                                          IdRequests, O)),
+            "batches of an empty dataset");
+  EXPECT_EQ(errorOf(BatchIterator::create(nullptr, IdRequests, O)),
+            "batches of an empty dataset");
+  O.Prefetch = -1;
+  EXPECT_EQ(errorOf(BatchIterator::create(D, IdRequests, O)),
+            "bad prefetch depth -1");
+  O.Prefetch = 2;
   O.Start = {0, 8};
   EXPECT_ERROR_HAS(BatchIterator::create(D, IdRequests, O),
                    "bad start position: data position (epoch 0, index 8) is "

@@ -81,4 +81,25 @@ TEST(InitializersTest, EmptyVariable) {
       initialValue(*V, TensorDesc{DType::Float32, {0, 3}}, 1, nullptr).isOk());
 }
 
+TEST(InitializersTest, Errors) {
+  // The verifier refuses both in a plan; initialValue, also given other
+  // variables, reports them.
+  flatbuffers::FlatBufferBuilder FB;
+  auto Name = FB.CreateString("v");
+  FB.Finish(fb::CreateVariable(FB, Name, 0, fb::InitKind(99)));
+  const auto *V = flatbuffers::GetRoot<fb::Variable>(FB.GetBufferPointer());
+  float Out[2];
+  Status S = initialValue(*V, TensorDesc{DType::Float32, {2}}, 1, Out);
+  EXPECT_EQ(S.isOk() ? "<ok>" : S.message(),
+            "variable 'v' has an unknown initializer");
+
+  flatbuffers::FlatBufferBuilder FB2;
+  auto Name2 = FB2.CreateString("w");
+  FB2.Finish(fb::CreateVariable(FB2, Name2, 0, fb::InitKind::Ones));
+  V = flatbuffers::GetRoot<fb::Variable>(FB2.GetBufferPointer());
+  S = initialValue(*V, TensorDesc{DType::Invalid, {2}}, 1, Out);
+  EXPECT_EQ(S.isOk() ? "<ok>" : S.message(),
+            "variable 'w' has an invalid type");
+}
+
 } // namespace

@@ -30,6 +30,8 @@ struct PlanSpec {
   bool HasDeployment = true;
   std::string Strategy = "mirrored";
   int NumReplicas = 1;
+  /// The shape of buffer 0 (float32, 4 bytes).
+  std::vector<int64_t> Shape0 = {1};
 };
 
 /// One CPU, two float32[1] buffers, a train program with one AllReduce
@@ -42,7 +44,7 @@ std::vector<uint8_t> buildPlan(const PlanSpec &S) {
                              0, /*arena_bytes=*/128, /*persistent_bytes=*/0)};
   std::vector<int64_t> Shape = {1};
   std::vector<flatbuffers::Offset<fb::Buffer>> Buffers = {
-      fb::CreateBufferDirect(FB, "g", 0, fb::DType::Float32, &Shape, 0, 4),
+      fb::CreateBufferDirect(FB, "g", 0, fb::DType::Float32, &S.Shape0, 0, 4),
       fb::CreateBufferDirect(FB, "sum", 0, fb::DType::Float32, &Shape, 64, 4)};
   std::vector<uint32_t> In = {0}, Out = {1};
   std::vector<flatbuffers::Offset<fb::Kernel>> Kernels = {
@@ -78,11 +80,12 @@ std::vector<uint8_t> buildPlan(const PlanSpec &S) {
                               FB.GetBufferPointer() + FB.GetSize());
 }
 
-std::string verify(const PlanSpec &S) {
-  std::vector<uint8_t> B = buildPlan(S);
+std::string verifyBytes(const std::vector<uint8_t> &B) {
   Status St = verifyPlan(B.data(), B.size());
   return St.isOk() ? "" : St.message();
 }
+
+std::string verify(const PlanSpec &S) { return verifyBytes(buildPlan(S)); }
 
 /// The collective line of the plan's text form.
 std::string collectiveLine(const PlanSpec &S) {
@@ -151,6 +154,31 @@ TEST(PlanVerifierTest, BadReplicas) {
   S.HasDeployment = false;
   EXPECT_EQ(verify(S), "a collective of program 'train' spans 2 replicas, but "
                        "the plan has no deployment");
+}
+
+TEST(PlanVerifierTest, MisalignedShape) {
+  // FlatBuffers' verifier checks the alignment of a vector's length, not of
+  // its elements. Buffer 0's shape [1, 1] made [x] one word later: its
+  // length where the first dim began, its dim 4 bytes off the 8-byte
+  // alignment of an int64.
+  PlanSpec S;
+  S.Shape0 = {1, 1};
+  std::vector<uint8_t> B = buildPlan(S);
+  ASSERT_EQ(verifyBytes(B), "");
+  // The generated tables hide flatbuffers::Table (a private base).
+  auto *Table = reinterpret_cast<const flatbuffers::Table *>(
+      fb::GetPlan(B.data())->buffers()->Get(0));
+  auto *Field =
+      const_cast<uint8_t *>(Table->GetAddressOf(fb::Buffer::VT_SHAPE));
+  ASSERT_NE(Field, nullptr);
+  using flatbuffers::uoffset_t;
+  uoffset_t Off = flatbuffers::ReadScalar<uoffset_t>(Field);
+  flatbuffers::WriteScalar<uoffset_t>(Field + Off + 4, 1);
+  flatbuffers::WriteScalar<uoffset_t>(Field, Off + 4);
+  const auto *Shape = fb::GetPlan(B.data())->buffers()->Get(0)->shape();
+  ASSERT_EQ(Shape->size(), 1u);
+  ASSERT_NE(reinterpret_cast<uintptr_t>(Shape->Data()) % alignof(int64_t), 0u);
+  EXPECT_EQ(verifyBytes(B), "buffer 0 has a misaligned shape");
 }
 
 TEST(PlanTextTest, CollectiveLine) {

@@ -284,5 +284,5 @@ TEST(CrossProcessPlanTest, EvaluationHasNoCollectives) {
   ASSERT_FALSE(T.isOk());
   EXPECT_EQ(T.status().message(), "plan 'evalsum.mdp': its eval program has "
                                   "collectives, which mdrun's evaluation "
-                                  "does not run");
+                                  "does not run (train with --no-eval)");
 }
