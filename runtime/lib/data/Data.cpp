@@ -13,6 +13,7 @@
 #include "mdrt/Data.h"
 #include "mdrt/Random.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <new>
 #include <system_error>
 #include <thread>
 
@@ -969,14 +971,43 @@ public:
   }
 
   Status startWorker() {
-    Slots.resize(size_t(Opts.Prefetch));
-    for (size_t S = 0; S < Slots.size(); ++S) {
-      for (size_t I = 0; I < Requests.size(); ++I) {
-        Slots[S].Buffers.emplace_back(size_t(rows()) *
-                                      Requests[I].exampleBytes());
-        Slots[S].Pointers.push_back(Slots[S].Buffers.back().data());
+    // The slots' memory, checked before any is allocated: a deep prefetch
+    // of large batches is a user's mistake, not an internal error.
+    uint64_t BatchBytes = 0, Total = 0;
+    for (const FeatureRequest &R : Requests)
+      BatchBytes += uint64_t(rows()) * uint64_t(R.exampleBytes());
+    auto CannotAllocate = [&](std::string Why) {
+      return Status::error(
+          "cannot allocate " + std::to_string(Opts.Prefetch) +
+          " prefetched batches of " + std::to_string(BatchBytes) + " bytes" +
+          (Total ? " (" + std::to_string(Total) + " bytes)" : std::string()) +
+          Why);
+    };
+    // More than the machine has would be killed for it, not refused.
+    long Pages = sysconf(_SC_PHYS_PAGES), PageSize = sysconf(_SC_PAGE_SIZE);
+    uint64_t Physical =
+        Pages > 0 && PageSize > 0 ? uint64_t(Pages) * uint64_t(PageSize) : 0;
+    if (__builtin_mul_overflow(BatchBytes + sizeof(Slot),
+                               uint64_t(Opts.Prefetch), &Total) ||
+        Total > uint64_t(PTRDIFF_MAX))
+      return CannotAllocate("");
+    if (Physical && Total > Physical)
+      return CannotAllocate(": more than the machine's memory (" +
+                            std::to_string(Physical) + " bytes)");
+    try {
+      Slots.resize(size_t(Opts.Prefetch));
+      for (size_t S = 0; S < Slots.size(); ++S) {
+        for (size_t I = 0; I < Requests.size(); ++I) {
+          Slots[S].Buffers.emplace_back(size_t(rows()) *
+                                        Requests[I].exampleBytes());
+          Slots[S].Pointers.push_back(Slots[S].Buffers.back().data());
+        }
+        Free.push_back(S);
       }
-      Free.push_back(S);
+    } catch (const std::bad_alloc &) {
+      Slots.clear();
+      Free.clear();
+      return CannotAllocate("");
     }
     ProducerPos = Current;
     try {
