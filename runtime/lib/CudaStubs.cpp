@@ -31,6 +31,8 @@ mdrt::createNcclCollective(const std::vector<Device *> &) {
   return nullptr;
 }
 
+void mdrt::prepareNcclEnvironment() {}
+
 cuda::Graph::~Graph() = default;
 
 Status cuda::activate(Device &) { return Status::ok(); }

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mdrt/Checkpoint.h"
+#include "mdrt/Device.h"
 #include "mdrt/Plan.h"
 #include "mdrt/Process.h"
 #include "mdrt/Trainer.h"
@@ -177,6 +178,9 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
                       ProcessGroup &Procs);
 
 static int mdrunMain(int argc, char **argv) {
+  // Before any thread (MPI's, the data prefetcher, the devices') can read
+  // the environment.
+  mdrt::prepareNcclEnvironment();
   std::ostream NoErrors(nullptr);
   // Before the processes can agree on errors, the first of a launch prints
   // them for all.

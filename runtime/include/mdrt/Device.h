@@ -129,6 +129,14 @@ createHostCollective(unsigned Participants, ProcessGroup *Processes = nullptr);
 std::unique_ptr<CollectiveGroup>
 createNcclCollective(const std::vector<Device *> &Devices);
 
+/// Sets NCCL_RUNTIME_CONNECT=0 unless the environment sets it (NCCL would
+/// otherwise connect lazily inside the first group that uses an algorithm,
+/// blocking the host thread until every rank arrives). createNcclCollective
+/// calls it, but setenv races with any thread reading the environment: a
+/// program that starts threads before its first NCCL collective should call
+/// it first. Only the first call changes anything; a no-op without CUDA.
+void prepareNcclEnvironment();
+
 } // namespace mdrt
 
 #endif // MDRT_DEVICE_H

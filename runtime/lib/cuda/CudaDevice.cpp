@@ -41,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <shared_mutex>
 
@@ -567,13 +568,7 @@ public:
     std::vector<int> Ordinals;
     for (CudaDevice *D : Devs)
       Ordinals.push_back(D->ordinal());
-    // NCCL (2.22 on) connects each algorithm the first time a collective
-    // uses it, inside ncclGroupEnd, which then blocks the host thread until
-    // every rank arrives; a rank that failed before arriving would leave it
-    // blocked where no abort can reach it (allReduce holds the set's lock
-    // while it enqueues). Connect everything now instead, unless the user
-    // chose otherwise.
-    setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
+    prepareNcclEnvironment();
     ncclResult_t R =
         ncclCommInitAll(Comms.data(), int(Comms.size()), Ordinals.data());
     if (R != ncclSuccess) {
@@ -867,6 +862,17 @@ int mdrt::cudaDeviceCount() {
   return N;
 }
 
+void mdrt::prepareNcclEnvironment() {
+  // NCCL (2.22 on) connects each algorithm the first time a collective
+  // uses it, inside ncclGroupEnd, which then blocks the host thread until
+  // every rank arrives; a rank that failed before arriving would leave it
+  // blocked where no abort can reach it (allReduce holds the set's lock
+  // while it enqueues). Connect everything at initialization instead,
+  // unless the user chose otherwise.
+  static std::once_flag Once;
+  std::call_once(Once,
+                 [] { setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0); });
+}
 std::unique_ptr<CollectiveGroup>
 mdrt::createNcclCollective(const std::vector<Device *> &Devices) {
   std::vector<CudaDevice *> Devs;
