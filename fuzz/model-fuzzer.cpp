@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FuzzCompile.h"
+#include "GraphMutator.h"
 #include "TextProtoMutator.h"
 
 #include "mdplan/Frontend/ModelReader.h"
@@ -78,13 +79,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
 extern "C" size_t LLVMFuzzerMutate(uint8_t *Data, size_t Size, size_t MaxSize)
     __attribute__((weak));
 
-/// Three mutations in four change the parsed message (TextProtoMutator.cpp);
-/// the others, and inputs that do not parse, are libFuzzer's byte mutations.
+/// Of four mutations, two edit the graph (GraphMutator.cpp), one a field of
+/// the parsed message (TextProtoMutator.cpp); the fourth, and inputs that do
+/// not parse, are libFuzzer's byte mutations.
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *Data, size_t Size,
                                           size_t MaxSize, unsigned Seed) {
-  if (Seed % 4 != 0)
+  switch (Seed % 4) {
+  case 1:
+  case 2:
+    if (size_t N = fuzz::mutateModelGraph(Data, Size, MaxSize, Seed / 4))
+      return N;
+    break;
+  case 3:
     if (size_t N = fuzz::mutateTextProto("mdplan.desc.Model", Data, Size,
                                          MaxSize, Seed, fuzz::opNames()))
       return N;
+    break;
+  default:
+    break;
+  }
   return LLVMFuzzerMutate ? LLVMFuzzerMutate(Data, Size, MaxSize) : Size;
 }

@@ -1,0 +1,303 @@
+//===- GraphMutator.cpp - Graph-level mutations of a model ----------------===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The field-level mutator (TextProtoMutator.cpp) changes one field at a
+// time, so most of what it makes fails in the reader or in infer-shapes and
+// the passes after them see little. This one edits the model as a graph and
+// keeps it mostly valid: it splices an op between a node and a consumer,
+// combines two tensors with a binary op, reroutes an input, adds a loss or
+// a control edge, colocates or places a node, or removes a node and
+// reconnects its consumers. New nodes are top-level and named fz_N; inputs
+// are written as full names, which resolve from any scope.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GraphMutator.h"
+#include "RandomEdits.h"
+
+#include "ModelDesc.pb.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace pb = google::protobuf;
+namespace desc = mdplan::desc;
+
+namespace {
+
+class GraphMutator : mdplan::fuzz::RandomEdits {
+public:
+  GraphMutator(unsigned Seed, desc::Model &M) : RandomEdits(Seed), M(M) {
+    collect(*M.mutable_node(), *M.mutable_scope(), "");
+  }
+  bool mutate();
+
+private:
+  struct Entry {
+    desc::Node *N;
+    std::string Full; // the node's name with its scopes' prefix
+  };
+
+  void collect(pb::RepeatedPtrField<desc::Node> &Nodes,
+               pb::RepeatedPtrField<desc::Scope> &Scopes,
+               const std::string &Prefix) {
+    for (desc::Node &N : Nodes)
+      All.push_back({&N, Prefix + N.name()});
+    for (desc::Scope &S : Scopes)
+      collect(*S.mutable_node(), *S.mutable_scope(),
+              S.name().empty() ? Prefix : Prefix + S.name() + "/");
+  }
+
+  /// A tensor of the graph: a node's full name, sometimes with an output.
+  std::string tensor() {
+    std::string T = any(All).Full;
+    if (pick(8) == 0)
+      T += ":" + std::to_string(pick(3));
+    return T;
+  }
+  std::string freshName() {
+    for (unsigned I = 0;; ++I) {
+      std::string Name = "fz_" + std::to_string(pick(1000) + I);
+      bool Taken = false;
+      for (const Entry &E : All)
+        Taken |= E.Full == Name;
+      if (!Taken)
+        return Name;
+    }
+  }
+  desc::Node *addNode(const std::string &Op) {
+    desc::Node *N = M.add_node();
+    N->set_name(freshName());
+    N->set_op(Op);
+    All.push_back({N, N->name()});
+    return N;
+  }
+  /// A consumer of \p Full: a node and the index of the input that reads
+  /// it; {nullptr, 0} if none.
+  std::pair<desc::Node *, int> consumerOf(const std::string &Full) {
+    std::vector<std::pair<desc::Node *, int>> Uses;
+    for (const Entry &E : All)
+      for (int I = 0; I < E.N->input_size(); ++I) {
+        const std::string &In = E.N->input(I);
+        // A relative name of a scoped node is matched by its last part.
+        if (In == Full ||
+            (Full.size() > In.size() &&
+             Full.compare(Full.size() - In.size(), In.size(), In) == 0 &&
+             Full[Full.size() - In.size() - 1] == '/'))
+          Uses.push_back({E.N, I});
+      }
+    if (Uses.empty())
+      return {nullptr, 0};
+    return any(Uses);
+  }
+
+  bool splice();
+  bool combine();
+  bool reroute();
+  bool addLoss();
+  bool addControl();
+  bool colocate();
+  bool place();
+  bool remove();
+
+  desc::Model &M;
+  std::vector<Entry> All;
+};
+
+bool GraphMutator::mutate() {
+  if (All.empty())
+    return false;
+  switch (pick(10)) {
+  case 0:
+  case 1:
+    return splice();
+  case 2:
+  case 3:
+    return combine();
+  case 4:
+    return reroute();
+  case 5:
+    return addLoss();
+  case 6:
+    return addControl();
+  case 7:
+    return colocate();
+  case 8:
+    return place();
+  default:
+    return remove();
+  }
+}
+
+/// x -> consumer becomes x -> op -> consumer.
+bool GraphMutator::splice() {
+  static const char *const Unary[] = {
+      "Relu",   "Tanh",    "Sigmoid", "Identity", "Neg",
+      "Square", "Softmax", "Dropout", "Mean",     "Sum",
+      "Cast",   "L2Loss",  "Reshape", "MaxPool",  "BatchNorm"};
+  Entry X = any(All);
+  desc::Node *N = addNode(Unary[pick(std::size(Unary))]);
+  N->add_input(X.Full);
+  if (N->op() == "Dropout") {
+    desc::Attr *A = N->add_attr();
+    A->set_name("rate");
+    A->set_f(pick(4) * 0.25);
+  } else if (N->op() == "Cast") {
+    desc::Attr *A = N->add_attr();
+    A->set_name("dtype");
+    A->set_type(coin() ? desc::FLOAT64 : desc::INT32);
+  } else if (N->op() == "Reshape") {
+    desc::Attr *A = N->add_attr();
+    A->set_name("shape");
+    A->add_ints(-1);
+    if (coin())
+      A->add_ints(int64_t(1) << pick(4));
+  } else if (N->op() == "MaxPool") {
+    for (const char *Name : {"ksize", "strides"}) {
+      desc::Attr *A = N->add_attr();
+      A->set_name(Name);
+      A->add_ints(2);
+      A->add_ints(2);
+    }
+  } else if ((N->op() == "Mean" || N->op() == "Sum") && coin()) {
+    desc::Attr *A = N->add_attr();
+    A->set_name("axes");
+    A->add_ints(int64_t(pick(3)));
+  }
+  auto [C, I] = consumerOf(X.Full);
+  if (C && C != N)
+    C->set_input(I, N->name());
+  return true;
+}
+
+/// A binary op of two tensors, read by a consumer of the first.
+bool GraphMutator::combine() {
+  static const char *const Binary[] = {
+      "Add",     "Sub",     "Mul",    "Div",     "MatMul",
+      "AddN",    "BiasAdd", "Conv2D", "LogLoss", "SparseSoftmaxCrossEntropy",
+      "Accuracy"};
+  Entry X = any(All);
+  std::string Y = tensor();
+  desc::Node *N = addNode(Binary[pick(std::size(Binary))]);
+  N->add_input(X.Full);
+  N->add_input(Y);
+  if (N->op() == "AddN" && coin())
+    N->add_input(X.Full);
+  auto [C, I] = consumerOf(X.Full);
+  if (C && C != N)
+    C->set_input(I, N->name());
+  else if (coin())
+    M.add_loss(N->name());
+  return true;
+}
+
+/// One input now reads another tensor (a cycle now and then).
+bool GraphMutator::reroute() {
+  std::vector<desc::Node *> WithInputs;
+  for (const Entry &E : All)
+    if (E.N->input_size())
+      WithInputs.push_back(E.N);
+  if (WithInputs.empty())
+    return false;
+  desc::Node *N = any(WithInputs);
+  N->set_input(int(pick(size_t(N->input_size()))), tensor());
+  return true;
+}
+
+bool GraphMutator::addLoss() {
+  desc::Node *N = addNode(coin() ? "Mean" : "Sum");
+  N->add_input(tensor());
+  if (pick(4) == 0)
+    M.add_regularization_loss(N->name());
+  else
+    M.add_loss(N->name());
+  return true;
+}
+
+bool GraphMutator::addControl() {
+  Entry To = any(All);
+  To.N->add_input("^" + any(All).Full);
+  return true;
+}
+
+bool GraphMutator::colocate() {
+  Entry N = any(All);
+  N.N->set_colocate_with(any(All).Full);
+  return true;
+}
+
+bool GraphMutator::place() {
+  static const char *const Devices[] = {
+      "/device:CPU:0",
+      "/device:GPU:1",
+      "/job:ps/task:0",
+      "/job:ps/task:1",
+      "/job:worker",
+      "/replica:1",
+      "/device:GPU:*",
+      "/task:0/device:CPU:0",
+      "/job:worker/replica:0/task:0/device:GPU:0",
+      ""};
+  any(All).N->set_device(Devices[pick(std::size(Devices))]);
+  return true;
+}
+
+/// Removes a node; its consumers read its first input (or lose the input).
+bool GraphMutator::remove() {
+  size_t Victim = pick(All.size());
+  Entry X = All[Victim];
+  std::string Replacement = X.N->input_size() ? X.N->input(0) : "";
+  if (!Replacement.empty() && Replacement[0] == '^')
+    Replacement.clear();
+  for (const Entry &E : All)
+    for (int I = 0; I < E.N->input_size(); ++I)
+      if (E.N->input(I) == X.Full || E.N->input(I) == X.N->name()) {
+        if (!Replacement.empty())
+          E.N->set_input(I, Replacement);
+        else
+          E.N->mutable_input()->DeleteSubrange(I--, 1);
+      }
+  // Clear it rather than erase it from its list: entries point into lists.
+  X.N->Clear();
+  X.N->set_name(freshName());
+  X.N->set_op("NoOp");
+  return true;
+}
+
+class Quiet : public pb::io::ErrorCollector {
+public:
+  void AddError(int, pb::io::ColumnNumber, const std::string &) override {}
+  void AddWarning(int, pb::io::ColumnNumber, const std::string &) override {}
+};
+
+} // namespace
+
+size_t mdplan::fuzz::mutateModelGraph(uint8_t *Data, size_t Size,
+                                      size_t MaxSize, unsigned Seed) {
+  desc::Model M;
+  pb::TextFormat::Parser P;
+  Quiet Errors;
+  P.RecordErrorsTo(&Errors);
+  P.SetRecursionLimit(200);
+  if (!P.ParseFromString(
+          std::string(reinterpret_cast<const char *>(Data), Size), &M))
+    return 0;
+  GraphMutator Mut(Seed, M);
+  // One to three edits.
+  for (unsigned I = 0, N = 1 + Seed % 3; I < N; ++I)
+    if (!Mut.mutate())
+      return 0;
+  std::string Text;
+  pb::TextFormat::Printer Pr;
+  if (!Pr.PrintToString(M, &Text) || Text.size() > MaxSize)
+    return 0;
+  std::memcpy(Data, Text.data(), Text.size());
+  return Text.size();
+}
