@@ -23,7 +23,11 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,31 +40,86 @@ class GraphMutator : mdplan::fuzz::RandomEdits {
 public:
   GraphMutator(unsigned Seed, desc::Model &M) : RandomEdits(Seed), M(M) {
     collect(*M.mutable_node(), *M.mutable_scope(), "");
+    sortProducersFirst();
   }
   bool mutate();
 
 private:
   struct Entry {
     desc::Node *N;
-    std::string Full; // the node's name with its scopes' prefix
+    std::string Full;   // the node's name with its scopes' prefix
+    std::string Prefix; // "cnn/conv1/", the scopes' prefix
   };
 
   void collect(pb::RepeatedPtrField<desc::Node> &Nodes,
                pb::RepeatedPtrField<desc::Scope> &Scopes,
                const std::string &Prefix) {
     for (desc::Node &N : Nodes)
-      All.push_back({&N, Prefix + N.name()});
+      All.push_back({&N, Prefix + N.name(), Prefix});
     for (desc::Scope &S : Scopes)
       collect(*S.mutable_node(), *S.mutable_scope(),
               S.name().empty() ? Prefix : Prefix + S.name() + "/");
   }
 
-  /// A tensor of the graph: a node's full name, sometimes with an output.
-  std::string tensor() {
-    std::string T = any(All).Full;
+  /// Orders All so that a node comes after the nodes it reads (the message
+  /// keeps a container's nodes apart from its scopes, so file order is
+  /// lost); nodes of a cycle keep their place after the others.
+  void sortProducersFirst() {
+    std::map<std::string, size_t> Index;
+    for (size_t I = 0; I < All.size(); ++I)
+      Index[All[I].Full] = I;
+    std::vector<int> State(All.size(), 0); // 0 new, 1 visiting, 2 done
+    std::vector<Entry> Sorted;
+    std::function<void(size_t)> Visit = [&](size_t I) {
+      if (State[I])
+        return;
+      State[I] = 1;
+      for (const std::string &In : All[I].N->input()) {
+        std::string Full = resolve(All[I], In);
+        if (!Full.empty() && Full[0] == '^')
+          Full.erase(0, 1);
+        auto It = Index.find(Full.substr(0, Full.find(':')));
+        if (It != Index.end())
+          Visit(It->second);
+      }
+      State[I] = 2;
+      Sorted.push_back(All[I]);
+    };
+    for (size_t I = 0; I < All.size(); ++I)
+      Visit(I);
+    All = std::move(Sorted);
+  }
+
+  /// A tensor of the graph: the full name of one of the first \p Bound
+  /// nodes (all by default), sometimes with an output. Nodes come in file
+  /// order, mostly producers first: a bound keeps most edits acyclic.
+  std::string tensor(size_t Bound = SIZE_MAX) {
+    std::string T =
+        All[pick(std::max<size_t>(1, std::min(Bound, All.size())))].Full;
     if (pick(8) == 0)
       T += ":" + std::to_string(pick(3));
     return T;
+  }
+  bool exists(const std::string &Full) {
+    for (const Entry &E : All)
+      if (E.Full == Full)
+        return true;
+    return false;
+  }
+  /// Input \p In of \p E as a full name (the reader looks a name up in
+  /// the innermost scope first); \p In itself if nothing matches.
+  std::string resolve(const Entry &E, const std::string &In) {
+    bool Control = !In.empty() && In[0] == '^';
+    std::string Name = Control ? In.substr(1) : In;
+    std::string Node = Name.substr(0, Name.find(':'));
+    for (std::string P = E.Prefix;;) {
+      if (exists(P + Node))
+        return (Control ? "^" : "") + P + Name;
+      if (P.empty())
+        return In;
+      size_t Slash = P.find_last_of('/', P.size() - 2);
+      P = Slash == std::string::npos ? "" : P.substr(0, Slash + 1);
+    }
   }
   std::string freshName() {
     for (unsigned I = 0;; ++I) {
@@ -76,7 +135,7 @@ private:
     desc::Node *N = M.add_node();
     N->set_name(freshName());
     N->set_op(Op);
-    All.push_back({N, N->name()});
+    All.push_back({N, N->name(), ""});
     return N;
   }
   /// A consumer of \p Full: a node and the index of the input that reads
@@ -84,15 +143,9 @@ private:
   std::pair<desc::Node *, int> consumerOf(const std::string &Full) {
     std::vector<std::pair<desc::Node *, int>> Uses;
     for (const Entry &E : All)
-      for (int I = 0; I < E.N->input_size(); ++I) {
-        const std::string &In = E.N->input(I);
-        // A relative name of a scoped node is matched by its last part.
-        if (In == Full ||
-            (Full.size() > In.size() &&
-             Full.compare(Full.size() - In.size(), In.size(), In) == 0 &&
-             Full[Full.size() - In.size() - 1] == '/'))
+      for (int I = 0; I < E.N->input_size(); ++I)
+        if (resolve(E, E.N->input(I)) == Full)
           Uses.push_back({E.N, I});
-      }
     if (Uses.empty())
       return {nullptr, 0};
     return any(Uses);
@@ -139,9 +192,8 @@ bool GraphMutator::mutate() {
 /// x -> consumer becomes x -> op -> consumer.
 bool GraphMutator::splice() {
   static const char *const Unary[] = {
-      "Relu",   "Tanh",    "Sigmoid", "Identity", "Neg",
-      "Square", "Softmax", "Dropout", "Mean",     "Sum",
-      "Cast",   "L2Loss",  "Reshape", "MaxPool",  "BatchNorm"};
+      "Relu",    "Tanh", "Sigmoid", "Identity", "Neg",    "Square",  "Softmax",
+      "Dropout", "Mean", "Sum",     "Cast",     "L2Loss", "Reshape", "MaxPool"};
   Entry X = any(All);
   desc::Node *N = addNode(Unary[pick(std::size(Unary))]);
   N->add_input(X.Full);
@@ -183,9 +235,12 @@ bool GraphMutator::combine() {
       "Add",     "Sub",     "Mul",    "Div",     "MatMul",
       "AddN",    "BiasAdd", "Conv2D", "LogLoss", "SparseSoftmaxCrossEntropy",
       "Accuracy"};
-  Entry X = any(All);
-  std::string Y = tensor();
-  desc::Node *N = addNode(Binary[pick(std::size(Binary))]);
+  size_t XI = pick(All.size());
+  Entry X = All[XI];
+  // x op x always has matching shapes; another tensor seldom does.
+  std::string Y = coin() ? X.Full : tensor(XI + 1);
+  desc::Node *N =
+      addNode(pick(3) ? Binary[pick(4)] : Binary[pick(std::size(Binary))]);
   N->add_input(X.Full);
   N->add_input(Y);
   if (N->op() == "AddN" && coin())
@@ -207,7 +262,12 @@ bool GraphMutator::reroute() {
   if (WithInputs.empty())
     return false;
   desc::Node *N = any(WithInputs);
-  N->set_input(int(pick(size_t(N->input_size()))), tensor());
+  size_t Index = 0;
+  while (All[Index].N != N)
+    ++Index;
+  // Now and then any node: a cycle.
+  N->set_input(int(pick(size_t(N->input_size()))),
+               tensor(pick(16) ? Index : SIZE_MAX));
   return true;
 }
 
@@ -249,24 +309,42 @@ bool GraphMutator::place() {
   return true;
 }
 
-/// Removes a node; its consumers read its first input (or lose the input).
+/// Removes a node; what read it (consumers, the loss and output lists)
+/// reads its first input instead, or loses the input.
 bool GraphMutator::remove() {
-  size_t Victim = pick(All.size());
-  Entry X = All[Victim];
-  std::string Replacement = X.N->input_size() ? X.N->input(0) : "";
+  Entry X = any(All);
+  std::string Replacement =
+      X.N->input_size() ? resolve(X, X.N->input(0)) : std::string();
   if (!Replacement.empty() && Replacement[0] == '^')
     Replacement.clear();
+  auto Reads = [&](const Entry &E, const std::string &In) {
+    std::string Full = resolve(E, In);
+    return Full == X.Full || Full.rfind(X.Full + ":", 0) == 0;
+  };
   for (const Entry &E : All)
     for (int I = 0; I < E.N->input_size(); ++I)
-      if (E.N->input(I) == X.Full || E.N->input(I) == X.N->name()) {
+      if (Reads(E, E.N->input(I))) {
         if (!Replacement.empty())
           E.N->set_input(I, Replacement);
         else
           E.N->mutable_input()->DeleteSubrange(I--, 1);
       }
-  // Clear it rather than erase it from its list: entries point into lists.
+  Entry Top{nullptr, "", ""};
+  for (auto *List : {M.mutable_loss(), M.mutable_regularization_loss(),
+                     M.mutable_update_op(), M.mutable_summary()})
+    for (int I = 0; I < List->size(); ++I)
+      if (Reads(Top, List->Get(I))) {
+        if (!Replacement.empty())
+          *List->Mutable(I) = Replacement;
+        else
+          List->DeleteSubrange(I--, 1);
+      }
+  for (desc::NamedOutput &O : *M.mutable_output())
+    if (Reads(Top, O.tensor()) && !Replacement.empty())
+      O.set_tensor(Replacement);
+  // Cleared rather than erased: entries point into the lists.
   X.N->Clear();
-  X.N->set_name(freshName());
+  X.N->set_name(X.Full.substr(X.Prefix.size()) + "_removed");
   X.N->set_op("NoOp");
   return true;
 }
