@@ -229,14 +229,21 @@ Status Checker::checkVariables() {
         return fail(Name() + " is not in persistent memory");
       if (V->init() > fb::InitKind::MAX)
         return fail(Name() + " has an unknown initializer");
-      if (V->mirror_of() >= 0) {
-        if (uint32_t(V->mirror_of()) >= P.variables()->size())
-          return fail(Name() + " mirrors a variable that does not exist");
-        const fb::Buffer *M =
-            P.buffers()->Get(P.variables()->Get(V->mirror_of())->buffer());
-        if (M->bytes() != B->bytes() || M->dtype() != B->dtype())
-          return fail(Name() + " mirrors a variable of another type");
-      }
+    }
+  // Mirrors once every variable's buffer is known to exist (a variable may
+  // mirror a later one).
+  if (P.variables())
+    for (const fb::Variable *V : *P.variables()) {
+      if (V->mirror_of() < 0)
+        continue;
+      std::string Name = "variable '" + V->name()->str() + "'";
+      if (uint32_t(V->mirror_of()) >= P.variables()->size())
+        return fail(Name + " mirrors a variable that does not exist");
+      const fb::Buffer *B = P.buffers()->Get(V->buffer());
+      const fb::Buffer *M =
+          P.buffers()->Get(P.variables()->Get(V->mirror_of())->buffer());
+      if (M->bytes() != B->bytes() || M->dtype() != B->dtype())
+        return fail(Name + " mirrors a variable of another type");
     }
   if (P.constants())
     for (uint32_t I = 0; I < P.constants()->size(); ++I) {
