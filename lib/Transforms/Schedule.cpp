@@ -15,8 +15,12 @@
 // Then one topological order of the whole graph is taken, sends and
 // collectives first among the ready nodes, then the nodes they read (so
 // communication starts as early as possible), ties broken by graph order;
-// each device's list is that order restricted to the device. Control edges
-// between devices are the plan's synchronisation points.
+// each device's list is that order restricted to the device. If the devices
+// running their lists would deadlock at a collective (a participant taken
+// early, while another participant's device still needs something from its
+// device), the order is taken again with each collective's participants
+// becoming ready together, when the last of them is. Control
+// edges between devices are the plan's synchronisation points.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +31,7 @@
 #include "mdplan/Transforms/PassUtils.h"
 
 #include <functional>
+#include <map>
 #include <queue>
 
 using namespace llvm;
@@ -116,9 +121,6 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
   // indexed by node id.
   unsigned Bound = G.getIdBound();
   ConsumerTable Users(G);
-  std::vector<unsigned> Pending(Bound, 0);
-  for (const auto &NP : G.nodes())
-    Pending[NP->getId()] = numInEdges(*NP);
   // Among the ready nodes: communication first, then the nodes whose
   // output is communicated (a gradient's final AddN, which adds the
   // regularizer's gradient after the backward pass has gone on, feeds an
@@ -136,8 +138,6 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
           Rank[In.N->getId()] = 1;
       Rank[NP->getId()] = 0;
     }
-  // The ready set holds (rank, id) packed in one integer, so ordering it
-  // reads no node.
   // By id: the node, and the device of its kernel (-1: none), so that
   // taking a node from the ready set reads no node either.
   std::vector<Node *> ById(Bound, nullptr);
@@ -147,23 +147,126 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
     if (hasKernel(*NP))
       KernelDevice[NP->getId()] = NP->getDevice();
   }
-  auto Key = [&](unsigned Id) { return (uint64_t(Rank[Id]) << 32) | Id; };
-  std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<uint64_t>>
-      Ready;
-  for (const auto &NP : G.nodes())
-    if (Pending[NP->getId()] == 0)
-      Ready.push(Key(NP->getId()));
-  S.Schedules.assign(G.getDevices().size(), {});
-  size_t Done = 0;
-  while (!Ready.empty()) {
-    unsigned Id = uint32_t(Ready.top());
-    Ready.pop();
-    ++Done;
-    if (KernelDevice[Id] >= 0)
-      S.Schedules[KernelDevice[Id]].push_back(ById[Id]);
-    for (unsigned U : Users.idsOf(Id))
-      if (--Pending[U] == 0)
-        Ready.push(Key(U));
+  // The participants of each collective (group and bucket).
+  constexpr unsigned NoGroup = ~0u;
+  std::vector<unsigned> GroupOf(Bound, NoGroup);
+  std::vector<SmallVector<unsigned, 4>> Groups;
+  {
+    std::map<std::pair<int64_t, std::string>, unsigned> GroupIds;
+    for (const auto &NP : G.nodes())
+      if (NP->getOp().is(OF_Collective)) {
+        auto Ins = GroupIds.try_emplace({NP->attrs().getInt("bucket"),
+                                         NP->attrs().getString("group").str()},
+                                        unsigned(Groups.size()));
+        if (Ins.second)
+          Groups.emplace_back();
+        GroupOf[NP->getId()] = Ins.first->second;
+        Groups[Ins.first->second].push_back(NP->getId());
+      }
+  }
+
+  // Takes the order (S.Schedules); returns the number of nodes ordered.
+  // With \p Together, the participants of a collective become ready
+  // together, when the last of them is.
+  auto Order = [&](bool Together) {
+    std::vector<unsigned> Pending(Bound, 0);
+    for (const auto &NP : G.nodes())
+      Pending[NP->getId()] = numInEdges(*NP);
+    // The ready set holds (rank, id) packed in one integer, so ordering it
+    // reads no node.
+    auto Key = [&](unsigned Id) { return (uint64_t(Rank[Id]) << 32) | Id; };
+    std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<uint64_t>>
+        Ready;
+    std::vector<unsigned> GroupReady(Groups.size(), 0);
+    auto MakeReady = [&](unsigned Id) {
+      unsigned Grp = GroupOf[Id];
+      if (!Together || Grp == NoGroup)
+        return Ready.push(Key(Id));
+      if (++GroupReady[Grp] == Groups[Grp].size())
+        for (unsigned P : Groups[Grp])
+          Ready.push(Key(P));
+    };
+    for (const auto &NP : G.nodes())
+      if (Pending[NP->getId()] == 0)
+        MakeReady(NP->getId());
+    S.Schedules.assign(G.getDevices().size(), {});
+    size_t Done = 0;
+    while (!Ready.empty()) {
+      unsigned Id = uint32_t(Ready.top());
+      Ready.pop();
+      ++Done;
+      if (KernelDevice[Id] >= 0)
+        S.Schedules[KernelDevice[Id]].push_back(ById[Id]);
+      for (unsigned U : Users.idsOf(Id))
+        if (--Pending[U] == 0)
+          MakeReady(U);
+    }
+    return Done;
+  };
+
+  // Whether the devices, each running its list, finish the step: a kernel
+  // runs once what it reads and waits for has run, a collective once every
+  // participant has come to it. The order above can fail this: a
+  // participant taken early (its inputs ready, another's not yet) lets its
+  // device run into the collective before what another participant needs
+  // from that device.
+  auto Finishes = [&] {
+    std::vector<bool> Ran(Bound, false);
+    for (const auto &NP : G.nodes())
+      Ran[NP->getId()] = KernelDevice[NP->getId()] < 0;
+    std::vector<size_t> Next(S.Schedules.size(), 0);
+    auto CanRun = [&](const Node &N) {
+      for (const TensorRef &In : N.getInputs())
+        if (!Ran[In.N->getId()])
+          return false;
+      for (const Node *C : N.getControlInputs())
+        if (!Ran[C->getId()])
+          return false;
+      return true;
+    };
+    auto AtHead = [&](unsigned Id) {
+      const auto &List = S.Schedules[KernelDevice[Id]];
+      size_t I = Next[KernelDevice[Id]];
+      return I < List.size() && List[I]->getId() == Id;
+    };
+    for (bool Progress = true; Progress;) {
+      Progress = false;
+      for (size_t D = 0; D < S.Schedules.size(); ++D)
+        while (Next[D] < S.Schedules[D].size()) {
+          Node &N = *S.Schedules[D][Next[D]];
+          if (!CanRun(N))
+            break;
+          unsigned Grp = GroupOf[N.getId()];
+          if (Grp == NoGroup) {
+            Ran[N.getId()] = true;
+            ++Next[D];
+            Progress = true;
+            continue;
+          }
+          bool All = true;
+          for (unsigned P : Groups[Grp])
+            All = All && AtHead(P) && CanRun(*ById[P]);
+          if (!All)
+            break;
+          for (unsigned P : Groups[Grp]) {
+            Ran[P] = true;
+            ++Next[KernelDevice[P]];
+          }
+          Progress = true;
+        }
+    }
+    for (size_t D = 0; D < S.Schedules.size(); ++D)
+      if (Next[D] != S.Schedules[D].size())
+        return false;
+    return true;
+  };
+
+  size_t Done = Order(/*Together=*/false);
+  if (Done == G.size() && !Groups.empty() && !Finishes()) {
+    Done = Order(/*Together=*/true);
+    if (!Finishes())
+      return makeError("schedule: internal error: the devices' orders "
+                       "deadlock at a collective");
   }
   if (Done != G.size()) {
     // A variable read after its update in the same step, typically.
