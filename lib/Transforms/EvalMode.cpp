@@ -96,6 +96,9 @@ Error EvalModePass::run(Graph &G, PassContext &Ctx) {
     B.setStack(S.Clones[0].Stack);
     B.setClone(0);
     B.setRole(NodeRole::Loss);
+    // As scale-losses does: a loss of one element of any rank is a scalar.
+    for (TensorRef &T : Losses)
+      T = B.reshape(T, Shape());
     Node *L = B.createNamed("eval_loss", OpKind::AddN, Losses);
     if (Error E = B.takeError())
       return E;

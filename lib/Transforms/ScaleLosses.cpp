@@ -31,14 +31,13 @@ class ScaleLossesPass : public Pass {
 public:
   StringRef getName() const override { return "scale-losses"; }
   Error run(Graph &G, PassContext &Ctx) override;
-
 };
 
 } // namespace
 
 /// Adds a scalar summary of \p Value tagged \p Tag on the optimizer device.
-static void addSummary(Graph &G, DeployState &S, TensorRef Value,
-                       StringRef Tag, int Clone) {
+static void addSummary(Graph &G, DeployState &S, TensorRef Value, StringRef Tag,
+                       int Clone) {
   GraphBuilder B(G);
   B.setStack(G.pushStack(G.getRootStack(), S.OptimizerEntry));
   B.setRole(NodeRole::Summary);
@@ -80,6 +79,23 @@ Error ScaleLossesPass::run(Graph &G, PassContext &Ctx) {
     RegLosses.push_back(TensorRef(N, 0));
   }
 
+  // They are added up: one element type for all.
+  const Node *First = nullptr;
+  for (auto *C : {&G.collection(Collection::Losses),
+                  &G.collection(Collection::RegularizationLosses)})
+    for (Node *N : *C) {
+      if (!First) {
+        First = N;
+        continue;
+      }
+      DType A = First->getOutputType(0).Elt, B = N->getOutputType(0).Elt;
+      if (A != B)
+        return N->error("is a " + dtypeName(B) + " loss, but '" +
+                        First->getName() + "' is " + dtypeName(A) +
+                        "; the losses are added, so they must have one "
+                        "element type");
+    }
+
   SmallVector<TensorRef, 8> SumLosses;
   bool RegPending = !RegLosses.empty();
   for (CloneInfo &CI : S.Clones) {
@@ -91,7 +107,13 @@ Error ScaleLossesPass::run(Graph &G, PassContext &Ctx) {
     SmallVector<TensorRef, 2> All;
     TensorRef CloneLoss, RegLoss;
     if (!Losses[CI.Index].empty()) {
+      // A loss of one element may have any rank ([1], [1,1]): summed as a
+      // scalar.
+      for (TensorRef &L : Losses[CI.Index])
+        L = B.reshape(L, Shape());
       CloneLoss = B.out(OpKind::AddN, Losses[CI.Index], {}, "clone_loss");
+      if (Error E = B.takeError())
+        return E;
       if (NumClones > 1) {
         TensorRef N = B.constant(double(NumClones), CloneLoss.type().Elt, {},
                                  "scaled_clone_loss/y");
@@ -102,6 +124,8 @@ Error ScaleLossesPass::run(Graph &G, PassContext &Ctx) {
     // Regularization goes to the first clone that has a loss; model_deploy
     // adds it to the first clone, which always has one.
     if (RegPending && !All.empty()) {
+      for (TensorRef &L : RegLosses)
+        L = B.reshape(L, Shape());
       RegLoss = B.out(OpKind::AddN, RegLosses, {}, "regularization_loss");
       All.push_back(RegLoss);
       S.RegularizationLoss = RegLoss.N;
@@ -109,15 +133,14 @@ Error ScaleLossesPass::run(Graph &G, PassContext &Ctx) {
     }
     if (All.empty())
       continue;
-    TensorRef Sum = All.size() == 1 ? All[0]
-                                    : B.out(OpKind::AddN, All, {}, "sum_loss");
+    TensorRef Sum =
+        All.size() == 1 ? All[0] : B.out(OpKind::AddN, All, {}, "sum_loss");
     if (Error E = B.takeError())
       return E;
     CI.SumLoss = Sum.N;
     SumLosses.push_back(Sum);
     if (CloneLoss)
-      addSummary(G, S, CloneLoss, (CI.Scope + "clone_loss").c_str(),
-                 CI.Index);
+      addSummary(G, S, CloneLoss, (CI.Scope + "clone_loss").c_str(), CI.Index);
     if (RegLoss)
       addSummary(G, S, RegLoss, "regularization_loss", CI.Index);
   }
