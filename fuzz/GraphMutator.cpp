@@ -11,7 +11,8 @@
 // combines two tensors with a binary op, reroutes an input, adds a loss or
 // a control edge, colocates or places a node, or removes a node and
 // reconnects its consumers. New nodes are top-level and named fz_N; inputs
-// are written as full names, which resolve from any scope.
+// are written as full names (unless a scope holds a node of the same
+// name, which the reader would find first).
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace pb = google::protobuf;
@@ -55,7 +57,7 @@ private:
                pb::RepeatedPtrField<desc::Scope> &Scopes,
                const std::string &Prefix) {
     for (desc::Node &N : Nodes)
-      All.push_back({&N, Prefix + N.name(), Prefix});
+      add({&N, Prefix + N.name(), Prefix});
     for (desc::Scope &S : Scopes)
       collect(*S.mutable_node(), *S.mutable_scope(),
               S.name().empty() ? Prefix : Prefix + S.name() + "/");
@@ -91,8 +93,8 @@ private:
   }
 
   /// A tensor of the graph: the full name of one of the first \p Bound
-  /// nodes (all by default), sometimes with an output. Nodes come in file
-  /// order, mostly producers first: a bound keeps most edits acyclic.
+  /// nodes (all by default), sometimes with an output. Nodes come
+  /// producers first (sortProducersFirst): a bound keeps edits acyclic.
   std::string tensor(size_t Bound = SIZE_MAX) {
     std::string T =
         All[pick(std::max<size_t>(1, std::min(Bound, All.size())))].Full;
@@ -100,12 +102,7 @@ private:
       T += ":" + std::to_string(pick(3));
     return T;
   }
-  bool exists(const std::string &Full) {
-    for (const Entry &E : All)
-      if (E.Full == Full)
-        return true;
-    return false;
-  }
+  bool exists(const std::string &Full) { return Names.count(Full) != 0; }
   /// Input \p In of \p E as a full name (the reader looks a name up in
   /// the innermost scope first); \p In itself if nothing matches.
   std::string resolve(const Entry &E, const std::string &In) {
@@ -135,7 +132,7 @@ private:
     desc::Node *N = M.add_node();
     N->set_name(freshName());
     N->set_op(Op);
-    All.push_back({N, N->name(), ""});
+    add({N, N->name(), ""});
     return N;
   }
   /// A consumer of \p Full: a node and the index of the input that reads
@@ -160,8 +157,14 @@ private:
   bool place();
   bool remove();
 
+  void add(Entry E) {
+    Names.insert(E.Full);
+    All.push_back(std::move(E));
+  }
+
   desc::Model &M;
   std::vector<Entry> All;
+  std::unordered_set<std::string> Names; // the full names in All
 };
 
 bool GraphMutator::mutate() {
@@ -265,9 +268,10 @@ bool GraphMutator::reroute() {
   size_t Index = 0;
   while (All[Index].N != N)
     ++Index;
-  // Now and then any node: a cycle.
+  // An earlier tensor; now and then any, a cycle (the first node has no
+  // earlier one).
   N->set_input(int(pick(size_t(N->input_size()))),
-               tensor(pick(16) ? Index : SIZE_MAX));
+               tensor(Index && pick(16) ? Index : SIZE_MAX));
   return true;
 }
 
@@ -312,23 +316,30 @@ bool GraphMutator::place() {
 /// Removes a node; what read it (consumers, the loss and output lists)
 /// reads its first input instead, or loses the input.
 bool GraphMutator::remove() {
-  Entry X = any(All);
+  size_t XI = pick(All.size());
+  Entry X = All[XI];
   std::string Replacement =
       X.N->input_size() ? resolve(X, X.N->input(0)) : std::string();
   if (!Replacement.empty() && Replacement[0] == '^')
     Replacement.clear();
   auto Reads = [&](const Entry &E, const std::string &In) {
     std::string Full = resolve(E, In);
+    if (!Full.empty() && Full[0] == '^')
+      Full.erase(0, 1);
     return Full == X.Full || Full.rfind(X.Full + ":", 0) == 0;
   };
-  for (const Entry &E : All)
+  for (const Entry &E : All) {
     for (int I = 0; I < E.N->input_size(); ++I)
       if (Reads(E, E.N->input(I))) {
-        if (!Replacement.empty())
+        // Control inputs go; data inputs read the replacement.
+        if (!Replacement.empty() && E.N->input(I)[0] != '^')
           E.N->set_input(I, Replacement);
         else
           E.N->mutable_input()->DeleteSubrange(I--, 1);
       }
+    if (!E.N->colocate_with().empty() && Reads(E, E.N->colocate_with()))
+      E.N->clear_colocate_with();
+  }
   Entry Top{nullptr, "", ""};
   for (auto *List : {M.mutable_loss(), M.mutable_regularization_loss(),
                      M.mutable_update_op(), M.mutable_summary()})
@@ -346,6 +357,9 @@ bool GraphMutator::remove() {
   X.N->Clear();
   X.N->set_name(X.Full.substr(X.Prefix.size()) + "_removed");
   X.N->set_op("NoOp");
+  Names.erase(X.Full);
+  All[XI].Full = X.Prefix + X.N->name();
+  Names.insert(All[XI].Full);
   return true;
 }
 

@@ -94,9 +94,9 @@ private:
   /// An attribute table, written once per distinct name and value: a
   /// training graph repeats the same few (data types, paddings, devices)
   /// hundreds of thousands of times.
-  /// Sets \p Fresh if it writes the table (always for integers).
+  /// Sets \p Unshared for an integer, which it writes afresh every time.
   flatbuffers::Offset<fb::Attr> sharedAttr(const AttrDict::Entry &E,
-                                           bool &Fresh);
+                                           bool &Unshared);
   /// A kernel's attribute list, written once per distinct list.
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Attr>>>
   sharedAttrList(ArrayRef<const AttrDict::Entry *> Entries);
@@ -163,7 +163,7 @@ private:
   flatbuffers::FlatBufferBuilder FB;
   StringMap<flatbuffers::Offset<flatbuffers::String>> Shared;
   // The tables and vectors written once (a plan may share them: it is a
-  // DAG), by the hash of what they hold; the graphs own the keys.
+  // DAG), by the hash of what they hold.
   template <typename Key, typename T>
   using DedupTable =
       DenseMap<uint64_t,
@@ -407,11 +407,11 @@ static bool sameEntry(const AttrDict::Entry &X, const AttrDict::Entry &Y) {
 }
 
 flatbuffers::Offset<fb::Attr> Emitter::sharedAttr(const AttrDict::Entry &E,
-                                                  bool &Fresh) {
+                                                  bool &Unshared) {
   // Integers are cheap to write and often unique (a Send's channel): a
   // table of them would only cost lookups that miss.
   if (E.second.kind() == AttrKind::Int) {
-    Fresh = true;
+    Unshared = true;
     return emitAttr(E.first, E.second);
   }
   auto &Bucket = AttrCache[tableKey(hashEntry(E))];
@@ -420,20 +420,18 @@ flatbuffers::Offset<fb::Attr> Emitter::sharedAttr(const AttrDict::Entry &E,
       return Off;
   auto Off = emitAttr(E.first, E.second);
   Bucket.push_back({&E, Off});
-  Fresh = true;
   return Off;
 }
 
 flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Attr>>>
 Emitter::sharedAttrList(ArrayRef<const AttrDict::Entry *> Entries) {
   SmallVector<flatbuffers::Offset<fb::Attr>, 8> Attrs;
-  bool Fresh = false;
+  bool Unshared = false;
   for (const AttrDict::Entry *E : Entries)
-    Attrs.push_back(sharedAttr(*E, Fresh));
+    Attrs.push_back(sharedAttr(*E, Unshared));
   auto Create = [&] { return FB.CreateVector(Attrs.data(), Attrs.size()); };
-  // A list with an attribute written afresh is new (or holds an integer):
-  // not worth remembering.
-  if (Fresh)
+  // A list holding an integer attribute, written afresh, is new.
+  if (Unshared)
     return Create();
   // Equal attributes have equal offsets.
   SmallVector<uint32_t, 8> Key;

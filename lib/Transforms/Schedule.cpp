@@ -165,6 +165,9 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
       }
   }
 
+  // A collective some of whose participants never became ready while
+  // others did (one needs another's result), found by Order(true).
+  size_t WaitingGroup = Groups.size();
   // Takes the order (S.Schedules); returns the number of nodes ordered.
   // With \p Together, the participants of a collective become ready
   // together, when the last of them is.
@@ -180,27 +183,42 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
     std::vector<unsigned> GroupReady(Groups.size(), 0);
     auto MakeReady = [&](unsigned Id) {
       unsigned Grp = GroupOf[Id];
-      if (!Together || Grp == NoGroup)
-        return Ready.push(Key(Id));
+      if (!Together || Grp == NoGroup) {
+        Ready.push(Key(Id));
+        return;
+      }
+      // The group enters the ready set through its first participant,
+      // and leaves it all at once (below): nothing comes between its
+      // participants in the order.
       if (++GroupReady[Grp] == Groups[Grp].size())
-        for (unsigned P : Groups[Grp])
-          Ready.push(Key(P));
+        Ready.push(Key(Groups[Grp].front()));
     };
     for (const auto &NP : G.nodes())
       if (Pending[NP->getId()] == 0)
         MakeReady(NP->getId());
     S.Schedules.assign(G.getDevices().size(), {});
     size_t Done = 0;
-    while (!Ready.empty()) {
-      unsigned Id = uint32_t(Ready.top());
-      Ready.pop();
+    auto Take = [&](unsigned Id) {
       ++Done;
       if (KernelDevice[Id] >= 0)
         S.Schedules[KernelDevice[Id]].push_back(ById[Id]);
       for (unsigned U : Users.idsOf(Id))
         if (--Pending[U] == 0)
           MakeReady(U);
+    };
+    while (!Ready.empty()) {
+      unsigned Id = uint32_t(Ready.top());
+      Ready.pop();
+      if (!Together || GroupOf[Id] == NoGroup)
+        Take(Id);
+      else
+        for (unsigned P : Groups[GroupOf[Id]])
+          Take(P);
     }
+    if (Together)
+      for (size_t Grp = 0; Grp < Groups.size(); ++Grp)
+        if (GroupReady[Grp] != 0 && GroupReady[Grp] < Groups[Grp].size())
+          WaitingGroup = Grp;
     return Done;
   };
 
@@ -264,16 +282,27 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
   size_t Done = Order(/*Together=*/false);
   if (Done == G.size() && !Groups.empty() && !Finishes()) {
     Done = Order(/*Together=*/true);
-    if (!Finishes())
+    if (Done != G.size() && WaitingGroup < Groups.size()) {
+      const Node &First = *ById[Groups[WaitingGroup].front()];
+      std::string Names;
+      for (unsigned P : Groups[WaitingGroup])
+        Names += (Names.empty() ? "'" : ", '") + ById[P]->getName().str() + "'";
+      return First.error("the participants of collective '" +
+                         First.attrs().getString("group") + "' bucket " +
+                         Twine(First.attrs().getInt("bucket")) + " (" + Names +
+                         ") cannot meet: one of them needs what another "
+                         "computes");
+    }
+    if (Done == G.size() && !Finishes())
       return makeError("schedule: internal error: the devices' orders "
                        "deadlock at a collective");
   }
   if (Done != G.size()) {
     // A variable read after its update in the same step, typically.
-    auto Order = topologicalOrder(G);
-    if (!Order)
+    auto Topo = topologicalOrder(G);
+    if (!Topo)
       return appendToMessage(
-          Order.takeError(),
+          Topo.takeError(),
           " (reads of a variable see its value from before the step's "
           "updates, so no read may depend on an update of the same "
           "variable)");

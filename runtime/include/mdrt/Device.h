@@ -134,7 +134,8 @@ createNcclCollective(const std::vector<Device *> &Devices);
 /// blocking the host thread until every rank arrives). createNcclCollective
 /// calls it, but setenv races with any thread reading the environment: a
 /// program that starts threads before its first NCCL collective should call
-/// it first. Only the first call changes anything; a no-op without CUDA.
+/// it first. Only the first call changes anything; a no-op without CUDA
+/// (a CUDA build without NCCL still sets the variable, harmlessly).
 void prepareNcclEnvironment();
 
 } // namespace mdrt

@@ -873,6 +873,7 @@ void mdrt::prepareNcclEnvironment() {
   std::call_once(Once,
                  [] { setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0); });
 }
+
 std::unique_ptr<CollectiveGroup>
 mdrt::createNcclCollective(const std::vector<Device *> &Devices) {
   std::vector<CudaDevice *> Devs;

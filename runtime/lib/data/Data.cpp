@@ -37,6 +37,27 @@ using namespace mdrt;
 
 namespace {
 
+/// The memory this process can have: the machine's, or less under a
+/// cgroup (container) limit; 0 if unknown.
+uint64_t memoryLimit() {
+  long Pages = sysconf(_SC_PHYS_PAGES), PageSize = sysconf(_SC_PAGE_SIZE);
+  uint64_t Limit =
+      Pages > 0 && PageSize > 0 ? uint64_t(Pages) * uint64_t(PageSize) : 0;
+  // cgroup v2, then v1 ("max" or a huge number: no limit).
+  for (const char *Path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::FILE *F = std::fopen(Path, "r");
+    if (!F)
+      continue;
+    unsigned long long V = 0;
+    bool Read = std::fscanf(F, "%llu", &V) == 1;
+    std::fclose(F);
+    if (Read && V > 0 && (Limit == 0 || V < Limit))
+      Limit = V;
+  }
+  return Limit;
+}
+
 std::string quote(const std::string &S) { return "'" + S + "'"; }
 
 std::string formatValue(double V) {
@@ -983,17 +1004,16 @@ public:
           (Total ? " (" + std::to_string(Total) + " bytes)" : std::string()) +
           Why);
     };
-    // More than the machine has would be killed for it, not refused.
-    long Pages = sysconf(_SC_PHYS_PAGES), PageSize = sysconf(_SC_PAGE_SIZE);
-    uint64_t Physical =
-        Pages > 0 && PageSize > 0 ? uint64_t(Pages) * uint64_t(PageSize) : 0;
     if (__builtin_mul_overflow(BatchBytes + sizeof(Slot),
                                uint64_t(Opts.Prefetch), &Total) ||
-        Total > uint64_t(PTRDIFF_MAX))
-      return CannotAllocate("");
-    if (Physical && Total > Physical)
+        Total > uint64_t(PTRDIFF_MAX)) {
+      Total = 0; // Not a number worth printing.
+      return CannotAllocate(": more than 2^63 bytes");
+    }
+    // More than the process may have would be killed for it, not refused.
+    if (uint64_t Limit = memoryLimit(); Limit && Total > Limit)
       return CannotAllocate(": more than the machine's memory (" +
-                            std::to_string(Physical) + " bytes)");
+                            std::to_string(Limit) + " bytes)");
     try {
       Slots.resize(size_t(Opts.Prefetch));
       for (size_t S = 0; S < Slots.size(); ++S) {
