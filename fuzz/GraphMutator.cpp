@@ -114,7 +114,10 @@ private:
         return (Control ? "^" : "") + P + Name;
       if (P.empty())
         return In;
-      size_t Slash = P.find_last_of('/', P.size() - 2);
+      // The enclosing scope's prefix: drop the last "name/" (scope names
+      // may hold slashes, even be one; every step makes P shorter).
+      P.pop_back();
+      size_t Slash = P.find_last_of('/');
       P = Slash == std::string::npos ? "" : P.substr(0, Slash + 1);
     }
   }
