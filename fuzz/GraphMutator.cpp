@@ -18,17 +18,16 @@
 
 #include "GraphMutator.h"
 #include "RandomEdits.h"
+#include "TextProtoMutator.h"
 
 #include "ModelDesc.pb.h"
-
-#include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/text_format.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -366,33 +365,16 @@ bool GraphMutator::remove() {
   return true;
 }
 
-class Quiet : public pb::io::ErrorCollector {
-public:
-  void AddError(int, pb::io::ColumnNumber, const std::string &) override {}
-  void AddWarning(int, pb::io::ColumnNumber, const std::string &) override {}
-};
-
 } // namespace
 
 size_t mdplan::fuzz::mutateModelGraph(uint8_t *Data, size_t Size,
                                       size_t MaxSize, unsigned Seed) {
   desc::Model M;
-  pb::TextFormat::Parser P;
-  Quiet Errors;
-  P.RecordErrorsTo(&Errors);
-  P.SetRecursionLimit(200);
-  if (!P.ParseFromString(
-          std::string(reinterpret_cast<const char *>(Data), Size), &M))
-    return 0;
-  GraphMutator Mut(Seed, M);
-  // One to three edits.
-  for (unsigned I = 0, N = 1 + Seed % 3; I < N; ++I)
-    if (!Mut.mutate())
-      return 0;
-  std::string Text;
-  pb::TextFormat::Printer Pr;
-  if (!Pr.PrintToString(M, &Text) || Text.size() > MaxSize)
-    return 0;
-  std::memcpy(Data, Text.data(), Text.size());
-  return Text.size();
+  std::unique_ptr<GraphMutator> Mut;
+  return editTextProto(M, Data, Size, MaxSize, Seed, [&](pb::Message &) {
+    // Parsed by now: the node lists are there to collect.
+    if (!Mut)
+      Mut = std::make_unique<GraphMutator>(Seed, M);
+    return Mut->mutate();
+  });
 }

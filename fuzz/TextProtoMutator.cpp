@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -273,6 +274,28 @@ public:
 
 } // namespace
 
+size_t
+mdplan::fuzz::editTextProto(pb::Message &M, uint8_t *Data, size_t Size,
+                            size_t MaxSize, unsigned Seed,
+                            const std::function<bool(pb::Message &)> &Edit) {
+  pb::TextFormat::Parser P;
+  Quiet Errors;
+  P.RecordErrorsTo(&Errors);
+  P.SetRecursionLimit(200);
+  if (!P.ParseFromString(
+          std::string(reinterpret_cast<const char *>(Data), Size), &M))
+    return 0;
+  // One to three edits.
+  for (unsigned I = 0, N = 1 + Seed % 3; I < N; ++I)
+    if (!Edit(M))
+      return 0;
+  std::string Text;
+  if (!pb::TextFormat::PrintToString(M, &Text) || Text.size() > MaxSize)
+    return 0;
+  std::memcpy(Data, Text.data(), Text.size());
+  return Text.size();
+}
+
 size_t mdplan::fuzz::mutateTextProto(const char *TypeName, uint8_t *Data,
                                      size_t Size, size_t MaxSize, unsigned Seed,
                                      const std::vector<std::string> &Strings) {
@@ -282,25 +305,9 @@ size_t mdplan::fuzz::mutateTextProto(const char *TypeName, uint8_t *Data,
     return 0;
   std::unique_ptr<pb::Message> M(
       pb::MessageFactory::generated_factory()->GetPrototype(D)->New());
-  pb::TextFormat::Parser P;
-  Quiet Errors;
-  P.RecordErrorsTo(&Errors);
-  P.SetRecursionLimit(200);
-  if (!P.ParseFromString(
-          std::string(reinterpret_cast<const char *>(Data), Size), M.get()))
-    return 0;
   Mutator Mut(Seed, Strings);
-  // One to three changes.
-  for (unsigned I = 0, N = 1 + Seed % 3; I < N; ++I)
-    if (!Mut.mutate(*M))
-      return 0;
-  std::string Text;
-  pb::TextFormat::Printer Pr;
-  Pr.SetSingleLineMode(false);
-  if (!Pr.PrintToString(*M, &Text) || Text.size() > MaxSize)
-    return 0;
-  std::memcpy(Data, Text.data(), Text.size());
-  return Text.size();
+  return editTextProto(*M, Data, Size, MaxSize, Seed,
+                       [&](pb::Message &Msg) { return Mut.mutate(Msg); });
 }
 
 const std::vector<std::string> &mdplan::fuzz::opNames() {

@@ -15,11 +15,28 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+namespace google {
+namespace protobuf {
+class Message;
+} // namespace protobuf
+} // namespace google
+
 namespace mdplan {
 namespace fuzz {
+
+/// Parses \p Data (\p Size bytes, room for \p MaxSize) into \p M as a
+/// text-format message (the parser's complaints dropped), applies \p Edit
+/// one to three times, as \p Seed says, and prints \p M back into \p Data.
+/// Returns the new size, or 0 when the input does not parse, an edit
+/// fails or the result does not fit. Both mutators below use it.
+size_t
+editTextProto(google::protobuf::Message &M, uint8_t *Data, size_t Size,
+              size_t MaxSize, unsigned Seed,
+              const std::function<bool(google::protobuf::Message &)> &Edit);
 
 /// Parses \p Data (\p Size bytes, room for \p MaxSize) as a text-format
 /// message of type \p TypeName ("mdplan.desc.Model"), changes one to three
