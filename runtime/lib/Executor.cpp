@@ -185,6 +185,11 @@ struct Executor::Impl {
     unsigned Participant = 0;
     std::vector<TensorDesc> Types;
     std::vector<const void *> CIn;
+    /// An asynchronous collective: its sums arrive after the slot returns.
+    bool Async = false;
+    /// Asynchronous collectives to finish before this slot runs: it reads
+    /// or writes memory their sums go to.
+    std::vector<uint32_t> Finish;
   };
   /// CUDA graphs: a device's kernel list cut into segments at waits,
   /// signals and slots that cannot be captured.
@@ -199,6 +204,9 @@ struct Executor::Impl {
     int64_t Batch = 0;
     std::vector<Slot> Slots;
     std::vector<std::vector<uint32_t>> PerDevice;
+    /// Per device: asynchronous collectives no later slot of the device
+    /// touches, finished at the end of its step.
+    std::vector<std::vector<uint32_t>> FinishAtEnd;
     std::vector<uint32_t> Active;
     std::vector<InputSlot> Inputs;
     std::vector<uint32_t> InputBuffers;
@@ -213,6 +221,8 @@ struct Executor::Impl {
     std::unique_ptr<std::atomic<uint64_t>[]> Done;
   };
   std::vector<Program> Programs;
+  /// Where the sums across processes travel (OverlapCollectives).
+  std::unique_ptr<CollectiveQueue> Queue;
 
   // Cross-device waits.
   uint64_t RunId = 0;
@@ -255,6 +265,7 @@ struct Executor::Impl {
   void execSlot(Program &Prog, Slot &S, Device &Dev, uint64_t Step);
   bool runGraphs(Program &Prog, uint32_t DevId, uint64_t Step);
   void planSegments(Program &Prog, std::vector<std::string> &Notes);
+  void planFinishes(Program &Prog);
   /// Errors of device threads (CUDA activation, step counter), per device.
   std::vector<Status> RunErrors;
   void waitFor(Program &Prog, uint32_t Kernel) {
@@ -411,9 +422,9 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
         const TensorDesc &Out = BufType[K.outputs()->Get(I)];
         if (Out.Type != BufType[B].Type || Out.Shape != BufType[B].Shape)
           return Status::error("all-reduce '" + K.name()->str() +
-                               "' writes its sum " + std::to_string(I) +
-                               " (" + BufType[B].str() + ") to a " +
-                               Out.str() + " buffer");
+                               "' writes its sum " + std::to_string(I) + " (" +
+                               BufType[B].str() + ") to a " + Out.str() +
+                               " buffer");
         S.Types.push_back(BufType[B]);
         S.CIn.push_back(BufPtr[B]);
         DType T = BufType[B].Type;
@@ -469,11 +480,23 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       });
       // Across processes: this process's sum on the host, then MPI.
       bool CrossProcess = C->replicas() > 1;
+      bool AllCpu = std::all_of(Devs.begin(), Devs.end(), [](Device *D) {
+        return D->kind() == DeviceKind::CPU;
+      });
       if (AllGpu && !CrossProcess)
         G = createNcclCollective(Devs);
+      // The queue's thread writes the sums: host memory only.
+      bool Overlap = CrossProcess && AllCpu && Opts.OverlapCollectives &&
+                     Opts.Processes && Opts.Processes->size() > 1;
+      if (Overlap && !Queue)
+        Queue = std::make_unique<CollectiveQueue>();
       if (!G)
-        G = createHostCollective(unsigned(Devs.size()),
-                                 CrossProcess ? Opts.Processes : nullptr);
+        G = createHostCollective(
+            unsigned(Devs.size()), CrossProcess ? Opts.Processes : nullptr,
+            Overlap ? Queue.get() : nullptr,
+            C->kernels()->size()
+                ? Prog.Slots[C->kernels()->Get(0)].K->name()->str()
+                : "all-reduce");
       for (size_t I = 0; I < C->kernels()->size(); ++I) {
         Slot &S = Prog.Slots[C->kernels()->Get(I)];
         // The sum is taken over the participants' tensors position by
@@ -487,10 +510,11 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
           return Status::error(
               "the all-reduces '" + First.K->name()->str() + "' and '" +
               S.K->name()->str() + "' of program '" + Prog.Name +
-              "' sum different tensors (" + typesText(First.Types) +
-              " and " + typesText(S.Types) + ")");
+              "' sum different tensors (" + typesText(First.Types) + " and " +
+              typesText(S.Types) + ")");
         S.Group = G.get();
         S.Participant = unsigned(I);
+        S.Async = G->asynchronous();
       }
       Prog.Groups.push_back(std::move(G));
     }
@@ -550,7 +574,54 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       Prog.Inputs.push_back(IS);
       Prog.InputBuffers.push_back(In->buffer());
     }
+  planFinishes(Prog);
   return Status::ok();
+}
+
+/// Where each device waits for the sums of its asynchronous collectives:
+/// before the first later slot of its list whose buffers overlap the sums'
+/// memory (the memory plan may give the same bytes to other buffers once
+/// the sums are dead, so this compares addresses, not buffer ids), or at
+/// the end of the step. A collective whose slot another device waits for
+/// is finished at once (runDevice), before the signal.
+void Executor::Impl::planFinishes(Program &Prog) {
+  Prog.FinishAtEnd.assign(Devices.size(), {});
+  using Range = std::pair<uintptr_t, uintptr_t>;
+  auto RangeOf = [&](uint32_t B) {
+    uintptr_t Begin = reinterpret_cast<uintptr_t>(BufPtr[B]);
+    return Range(Begin, Begin + BufType[B].bytes());
+  };
+  std::vector<Range> Sums;
+  for (uint32_t D = 0; D < Devices.size(); ++D) {
+    const std::vector<uint32_t> &List = Prog.PerDevice[D];
+    for (size_t P = 0; P < List.size(); ++P) {
+      const Slot &S = Prog.Slots[List[P]];
+      if (!S.Async || S.Signals)
+        continue;
+      Sums.clear();
+      for (uint32_t B : *S.K->outputs())
+        if (BufType[B].bytes())
+          Sums.push_back(RangeOf(B));
+      auto Touches = [&](const flatbuffers::Vector<uint32_t> *Bufs) {
+        if (Bufs)
+          for (uint32_t B : *Bufs) {
+            Range R = RangeOf(B);
+            for (const Range &Sum : Sums)
+              if (R.first < Sum.second && Sum.first < R.second)
+                return true;
+          }
+        return false;
+      };
+      size_t Q = P + 1;
+      while (Q < List.size() && !Touches(Prog.Slots[List[Q]].K->inputs()) &&
+             !Touches(Prog.Slots[List[Q]].K->outputs()))
+        ++Q;
+      if (Q < List.size())
+        Prog.Slots[List[Q]].Finish.push_back(List[P]);
+      else
+        Prog.FinishAtEnd[D].push_back(List[P]);
+    }
+  }
 }
 
 void Executor::Impl::execSlot(Program &Prog, Slot &S, Device &Dev,
@@ -596,6 +667,8 @@ void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
     return;
   for (uint32_t Id : Prog.PerDevice[DevId]) {
     Slot &S = Prog.Slots[Id];
+    for (uint32_t F : S.Finish)
+      Prog.Slots[F].Group->finish(Prog.Slots[F].Participant);
     for (uint32_t W : S.Waits) {
       waitFor(Prog, W);
       const Slot &From = Prog.Slots[W];
@@ -608,10 +681,14 @@ void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
       this->Trace[DevId].push_back({Id, ProgIndex, Start, nowNs()});
     }
     if (S.Signals) {
+      if (S.Async)
+        S.Group->finish(S.Participant);
       Dev.recordEvent(S.Event);
       signal(Prog, Id);
     }
   }
+  for (uint32_t F : Prog.FinishAtEnd[DevId])
+    Prog.Slots[F].Group->finish(Prog.Slots[F].Participant);
 }
 
 /// Runs the device's kernel list segment by segment: waits before a
@@ -973,6 +1050,8 @@ void Executor::setTracing(bool On) {
   if (On && !I->TraceStart)
     I->TraceStart = nowNs();
   I->Tracing.store(On);
+  if (I->Queue)
+    I->Queue->setTracing(On);
 }
 
 void Executor::writeTrace(std::ostream &OS) const {
@@ -1003,6 +1082,22 @@ void Executor::writeTrace(std::ostream &OS) const {
          << "\",\"ph\":\"X\",\"pid\":1,\"tid\":" << D << ",\"ts\":" << Buf
          << ",\"args\":{\"program\":\"" << I->Programs[E.Program].Name
          << "\"}}";
+    }
+  }
+  if (I->Queue) {
+    // The sums crossing processes, on the queue's thread: one track.
+    size_t Tid = I->Devices.size();
+    OS << (First ? "" : ",\n")
+       << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << Tid
+       << ",\"args\":{\"name\":\"all-reduces across processes\"}}";
+    for (const CollectiveQueue::Event &E : I->Queue->events()) {
+      char Buf[128];
+      snprintf(Buf, sizeof(Buf), "%.3f,\"dur\":%.3f",
+               double(E.StartNs - I->TraceStart) / 1000.0,
+               double(E.EndNs - E.StartNs) / 1000.0);
+      OS << ",\n{\"name\":\"" << Escape(E.Label)
+         << "\",\"cat\":\"AllReduce\",\"ph\":\"X\",\"pid\":1,\"tid\":" << Tid
+         << ",\"ts\":" << Buf << ",\"args\":{\"across\":\"processes\"}}";
     }
   }
   OS << "\n]}\n";

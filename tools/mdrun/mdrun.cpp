@@ -270,6 +270,11 @@ static int mdrunMain(int argc, char **argv) {
          }
          return true;
        }},
+      {"no-overlap", nullptr,
+       "all-reduces across processes block the device (no overlap)",
+       [&](const std::string &) {
+         return !(T.Exec.OverlapCollectives = false);
+       }},
       {"prefetch", "N", "batches prepared ahead (2)",
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 0, INT_MAX);

@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,13 +108,53 @@ int cudaDeviceCount();
 class CollectiveGroup {
 public:
   virtual ~CollectiveGroup();
+  /// Participant \p Participant's part of the group's next round. Returns
+  /// once its inputs \p In have been read; its outputs \p Out are written
+  /// by then too, unless the group is asynchronous, when they are only once
+  /// finish() returns.
   virtual void allReduce(unsigned Participant, Device &Dev,
                          const std::vector<const void *> &In,
                          const std::vector<void *> &Out,
                          const std::vector<TensorDesc> &Types) = 0;
+  /// True when allReduce may return before the outputs are written.
+  virtual bool asynchronous() const { return false; }
+  /// Blocks until the outputs of \p Participant's last round are written.
+  /// Every round of an asynchronous group must be finished by each of its
+  /// participants before the participant's next round, and before anything
+  /// reads or reuses the outputs' memory.
+  virtual void finish(unsigned Participant) { (void)Participant; }
 };
 
 class ProcessGroup;
+
+/// Runs work one item after the other, in the order it was pushed, on a
+/// thread of its own: the sums of a process's all-reduces cross to the
+/// other processes there while its devices go on computing. The order is
+/// what keeps the processes in step: every process pushes its collectives
+/// in the plan's order.
+class CollectiveQueue {
+public:
+  CollectiveQueue();
+  /// Runs what is still queued, then stops the thread.
+  ~CollectiveQueue();
+  CollectiveQueue(const CollectiveQueue &) = delete;
+  CollectiveQueue &operator=(const CollectiveQueue &) = delete;
+
+  /// Queues \p Work, labelled \p Label in traces.
+  void push(std::string Label, std::function<void()> Work);
+
+  /// Timings of the work items while tracing is on (for Chrome traces).
+  struct Event {
+    std::string Label;
+    uint64_t StartNs, EndNs;
+  };
+  void setTracing(bool On);
+  std::vector<Event> events() const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> I;
+};
 
 /// The in-process implementation: participants meet, the last to arrive
 /// adds every participant's tensors in order and writes every output.
@@ -122,8 +163,16 @@ class ProcessGroup;
 /// processes, the collective spans them: each process's sum is added to
 /// the others' (ProcessGroup::allReduceSum) before the outputs are written,
 /// and every process must run the group's collectives in the same order.
+///
+/// With \p Queue too (CPU participants only), the group is asynchronous:
+/// the last participant to arrive adds this process's tensors into a host
+/// buffer and queues the rest (the sum across processes and writing the
+/// outputs), so every participant returns as soon as the inputs are read.
+/// \p Name labels the queued work in traces.
 std::unique_ptr<CollectiveGroup>
-createHostCollective(unsigned Participants, ProcessGroup *Processes = nullptr);
+createHostCollective(unsigned Participants, ProcessGroup *Processes = nullptr,
+                     CollectiveQueue *Queue = nullptr,
+                     const std::string &Name = "all-reduce");
 
 /// NCCL over the group's GPUs (CUDA builds); null when unavailable.
 std::unique_ptr<CollectiveGroup>

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <thread>
 
 using namespace mdrt;
 
@@ -49,6 +50,9 @@ struct Spec {
   /// The devices of each of the two collectives (plan device indices).
   std::vector<uint32_t> FirstDevices = {0, 1};
   std::vector<uint32_t> SecondDevices = {0, 1};
+  /// Bind every all-reduce's input as a program input and its output as a
+  /// program output.
+  bool BindIO = false;
 };
 
 /// Two CPUs; on each, two all-reduces (buckets 0 and 1) of one float32[1]
@@ -104,9 +108,21 @@ std::shared_ptr<const PlanFile> buildPlan(const Spec &S) {
   for (uint32_t K = 0; K < 2; ++K)
     Colls.push_back(fb::CreateCollectiveDirect(FB, "gradients", K, &CollDevs[K],
                                                &CollKernels[K], S.NumReplicas));
+  std::vector<flatbuffers::Offset<fb::InputBinding>> Inputs;
+  std::vector<flatbuffers::Offset<fb::Output>> Outputs;
+  if (S.BindIO)
+    for (uint32_t B = 0; B < Buffers.size(); B += 2) {
+      std::string Name = "b" + std::to_string(B);
+      Inputs.push_back(
+          fb::CreateInputBindingDirect(FB, Name.c_str(), Name.c_str(), B));
+      Outputs.push_back(
+          fb::CreateOutputDirect(FB, ("b" + std::to_string(B + 1)).c_str(),
+                                 fb::OutputKind::Metric, B + 1));
+    }
   std::vector<flatbuffers::Offset<fb::Program>> Progs = {
-      fb::CreateProgramDirect(FB, "train", 2, &DevProgs, nullptr, nullptr,
-                              &Colls)};
+      fb::CreateProgramDirect(FB, "train", 2, &DevProgs,
+                              S.BindIO ? &Inputs : nullptr,
+                              S.BindIO ? &Outputs : nullptr, &Colls)};
   auto Dep = fb::CreateDeploymentDirect(FB, "mirrored", 2, true, S.ReplicaId,
                                         S.NumReplicas, 0, 1, "sgd", 0.1);
   return finishPlan(FB, Devices, Buffers, Progs, Dep, "test.mdp");
@@ -285,4 +301,56 @@ TEST(CrossProcessPlanTest, EvaluationHasNoCollectives) {
   EXPECT_EQ(T.status().message(), "plan 'evalsum.mdp': its eval program has "
                                   "collectives, which mdrun's evaluation "
                                   "does not run (train with --no-eval)");
+}
+
+/// Two processes (threads here) of two devices each, both devices in both
+/// buckets: the sums across processes, on each executor's queue or on the
+/// devices, are the same, step after step. Each input is
+/// 1000 * step + 100 * rank + 10 * device + bucket; its sum over the four
+/// participants of a bucket is 4000 * step + 200 + 20 + 4 * bucket.
+TEST(CrossProcessPlanTest, OverlappedSumsAreTheBlockingOnes) {
+  for (bool Overlap : {true, false}) {
+    auto Groups = createThreadProcessGroups(2);
+    std::vector<std::vector<double>> Got(2);
+    std::vector<std::thread> Threads;
+    for (int R = 0; R < 2; ++R)
+      Threads.emplace_back([&, R] {
+        Spec S;
+        S.ReplicaId = R;
+        S.BindIO = true;
+        auto Plan = buildPlan(S);
+        ExecutorOptions O;
+        O.Threads = 1;
+        O.Processes = Groups[size_t(R)].get();
+        O.OverlapCollectives = Overlap;
+        auto E = Executor::create(Plan, O);
+        if (!E.isOk()) {
+          ADD_FAILURE() << E.status().message();
+          Groups[size_t(R)]->abort(1);
+        }
+        for (int Step = 0; Step < 3; ++Step) {
+          for (const InputSlot &In : (*E)->inputs(0)) {
+            // "b<buffer>": device D, bucket K is buffer 4D+2K.
+            int B = std::stoi(In.Name.substr(1));
+            *static_cast<float *>(In.Host) =
+                float(1000 * Step + 100 * R + 10 * (B / 4) + (B % 4) / 2);
+          }
+          EXPECT_TRUE((*E)->run(0, uint64_t(Step)).isOk());
+          std::vector<OutputValue> Out;
+          EXPECT_TRUE((*E)->readOutputs(0, Out).isOk());
+          for (const OutputValue &V : Out)
+            Got[size_t(R)].push_back(V.Values.at(0));
+        }
+      });
+    for (std::thread &T : Threads)
+      T.join();
+    std::vector<double> Want;
+    for (int Step = 0; Step < 3; ++Step)
+      for (int D = 0; D < 2; ++D)
+        for (int K = 0; K < 2; ++K)
+          Want.push_back(4000.0 * Step + 220 + 4 * K);
+    for (int R = 0; R < 2; ++R)
+      EXPECT_EQ(Got[size_t(R)], Want)
+          << (Overlap ? "overlapped" : "blocking") << ", rank " << R;
+  }
 }

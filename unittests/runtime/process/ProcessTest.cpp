@@ -15,8 +15,10 @@
 
 #include "gtest/gtest.h"
 
+#include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -226,3 +228,114 @@ TEST(ProcessTest, HostCollectiveSpansProcesses) {
 }
 
 } // namespace
+
+namespace {
+
+/// A process group whose sums wait until the test opens a gate, and which
+/// counts them: the cross-process part of an asynchronous collective is
+/// then held back for as long as the test needs.
+class GatedGroup : public ProcessGroup {
+public:
+  explicit GatedGroup(std::unique_ptr<ProcessGroup> Inner)
+      : ProcessGroup(Inner->rank(), Inner->size()), Inner(std::move(Inner)) {}
+  std::string transport() const override { return "gated"; }
+  Status allReduceSum(DType Type, void *Buf, size_t Count) override {
+    {
+      std::unique_lock<std::mutex> L(M);
+      ++Entered;
+      CV.notify_all();
+      CV.wait(L, [&] { return Open; });
+    }
+    return Inner->allReduceSum(Type, Buf, Count);
+  }
+  Status broadcast(void *Buf, size_t Bytes, int Root) override {
+    return Inner->broadcast(Buf, Bytes, Root);
+  }
+  Status allGather(const void *Local, void *All, size_t Bytes) override {
+    return Inner->allGather(Local, All, Bytes);
+  }
+  [[noreturn]] void abort(int Code) override { Inner->abort(Code); }
+
+  void open() {
+    std::lock_guard<std::mutex> L(M);
+    Open = true;
+    CV.notify_all();
+  }
+  /// Waits until \p N sums have started.
+  void waitEntered(int N) {
+    std::unique_lock<std::mutex> L(M);
+    CV.wait(L, [&] { return Entered >= N; });
+  }
+
+private:
+  std::unique_ptr<ProcessGroup> Inner;
+  std::mutex M;
+  std::condition_variable CV;
+  bool Open = false;
+  int Entered = 0;
+};
+
+} // namespace
+
+/// With a queue, a participant returns once its inputs are read: the sum
+/// across processes (held back here) and the outputs come later, and
+/// finish() waits for them. Two rounds (the second with the gate open); the
+/// participant's input is overwritten as soon as allReduce returns (its memory
+/// is free then), which must not change the sums.
+TEST(ProcessTest, QueuedHostCollectiveReturnsBeforeTheSums) {
+  constexpr int Procs = 2;
+  const size_t N = 19;
+  auto Threads = createThreadProcessGroups(Procs);
+  std::vector<std::unique_ptr<GatedGroup>> Groups;
+  std::vector<std::unique_ptr<CollectiveQueue>> Queues;
+  std::vector<std::unique_ptr<CollectiveGroup>> Colls;
+  std::vector<std::unique_ptr<Device>> Devs;
+  for (int P = 0; P < Procs; ++P) {
+    Groups.push_back(
+        std::make_unique<GatedGroup>(std::move(Threads[size_t(P)])));
+    Queues.push_back(std::make_unique<CollectiveQueue>());
+    Colls.push_back(createHostCollective(1, Groups.back().get(),
+                                         Queues.back().get(), "sum"));
+    Devs.push_back(createCpuDevice("cpu" + std::to_string(P), 1));
+    EXPECT_TRUE(Colls.back()->asynchronous());
+  }
+  std::vector<TensorDesc> Types = {{DType::Float32, {int64_t(N)}}};
+  for (int Round = 0; Round < 2; ++Round) {
+    std::vector<std::vector<float>> Out(Procs, std::vector<float>(N, -7.0f));
+    for (int P = 0; P < Procs; ++P) {
+      std::vector<float> In = valuesOf<float>(P + 2 * Round, N);
+      Colls[size_t(P)]->allReduce(0, *Devs[size_t(P)], {In.data()},
+                                  {Out[size_t(P)].data()}, Types);
+      std::fill(In.begin(), In.end(), 1e9f);
+    }
+    if (Round == 0) {
+      // Both sums have started and wait at the gate; no output is written.
+      for (int P = 0; P < Procs; ++P)
+        Groups[size_t(P)]->waitEntered(1);
+      for (int P = 0; P < Procs; ++P)
+        EXPECT_EQ(Out[size_t(P)], std::vector<float>(N, -7.0f));
+      for (auto &G : Groups)
+        G->open();
+    }
+    for (int P = 0; P < Procs; ++P)
+      Colls[size_t(P)]->finish(0);
+    std::vector<float> Want = valuesOf<float>(2 * Round, N);
+    std::vector<float> Other = valuesOf<float>(1 + 2 * Round, N);
+    for (size_t E = 0; E < N; ++E)
+      Want[E] += Other[E];
+    for (int P = 0; P < Procs; ++P)
+      EXPECT_EQ(Out[size_t(P)], Want) << "round " << Round << ", process " << P;
+  }
+}
+
+/// A collective without processes to span, or without a queue, is
+/// synchronous whatever else it is given.
+TEST(ProcessTest, HostCollectiveIsAsynchronousOnlyAcrossProcesses) {
+  CollectiveQueue Queue;
+  auto Alone = createSingleProcessGroup();
+  EXPECT_FALSE(createHostCollective(2, nullptr, &Queue)->asynchronous());
+  EXPECT_FALSE(createHostCollective(2, Alone.get(), &Queue)->asynchronous());
+  auto Two = createThreadProcessGroups(2);
+  EXPECT_FALSE(createHostCollective(2, Two[0].get())->asynchronous());
+  EXPECT_TRUE(createHostCollective(2, Two[0].get(), &Queue)->asynchronous());
+}
