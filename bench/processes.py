@@ -7,14 +7,16 @@ SGD) and repetition, in turn:
   one       1 process, 1 clone, global batch B, --threads=P
   procs     P processes (mpirun -n P), 1 clone each, global batch B,
             --threads=1 each: the same work split over processes
+  blocking  procs with --no-overlap: every all-reduce blocks its device
+            until the sums are back
   alone     1 process, 1 clone, batch B/P, --threads=1: one process's share
             of `procs` without the others
 
 Every run trains STEPS steps on Fashion-MNIST in order (no evaluation) and
 reports examples per second from mdrun's done line. Printed: medians, the
-speed-up of `procs` over `one` (strong scaling on P cores) and the cost of
+speed-up of `procs` over `one` (strong scaling on P cores), the cost of
 the all-reduce across processes, time per step of `procs` over `alone`
-(1.0: free). The load average is printed; compare numbers from one run.
+(1.0: free), and what overlapping it gains, `blocking` over `procs`. The load average is printed; compare numbers from one run.
 
   bench/processes.py [--procs=2] [--reps=3] [--models=mlp,cnn]
 """
@@ -106,6 +108,7 @@ def main():
                                      plans["procs"], "--threads=1"] + common,
                 "alone": [mdrun, plans["alone"], "--threads=1"] + common,
             }
+            cmds["blocking"] = cmds["procs"] + ["--no-overlap"]
             times = {k: [] for k in cmds}
             rates = {k: [] for k in cmds}
             for r in range(a.reps):
@@ -122,7 +125,9 @@ def main():
             print(f"{name:>5} speed-up of {a.procs} processes over one "
                   f"process of {a.procs} threads: {med['one'] / med['procs']:.2f}; "
                   f"step time of {a.procs} processes over one process's share "
-                  f"alone: {med['procs'] / med['alone']:.2f}")
+                  f"alone: {med['procs'] / med['alone']:.2f}; "
+                  f"blocking all-reduces over overlapped: "
+                  f"{med['blocking'] / med['procs']:.2f}")
 
 
 if __name__ == "__main__":

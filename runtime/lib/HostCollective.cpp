@@ -157,10 +157,10 @@ public:
     Queue->push(Name, [this] {
       acrossProcesses(Pending);
       writeOutputs(Pending);
-      {
-        std::lock_guard<std::mutex> G(M);
-        ++Completed;
-      }
+      // Notified under the lock: a participant that finish() releases may
+      // destroy the group as soon as it has the lock.
+      std::lock_guard<std::mutex> G(M);
+      ++Completed;
       DoneCV.notify_all();
     });
   }
