@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -586,41 +587,56 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
 /// is finished at once (runDevice), before the signal.
 void Executor::Impl::planFinishes(Program &Prog) {
   Prog.FinishAtEnd.assign(Devices.size(), {});
-  using Range = std::pair<uintptr_t, uintptr_t>;
-  auto RangeOf = [&](uint32_t B) {
-    uintptr_t Begin = reinterpret_cast<uintptr_t>(BufPtr[B]);
-    return Range(Begin, Begin + BufType[B].bytes());
-  };
-  std::vector<Range> Sums;
+  // The sums still in flight at a point of a device's list, by address:
+  // begin -> (end, collective slot). They are live together, so they do not
+  // overlap each other.
+  std::map<uintptr_t, std::pair<uintptr_t, uint32_t>> InFlight;
+  std::vector<uint32_t> Due;
   for (uint32_t D = 0; D < Devices.size(); ++D) {
-    const std::vector<uint32_t> &List = Prog.PerDevice[D];
-    for (size_t P = 0; P < List.size(); ++P) {
-      const Slot &S = Prog.Slots[List[P]];
+    InFlight.clear();
+    for (uint32_t Id : Prog.PerDevice[D]) {
+      Slot &S = Prog.Slots[Id];
+      // The sums in flight that this slot's buffers overlap.
+      Due.clear();
+      auto Check = [&](const flatbuffers::Vector<uint32_t> *Bufs) {
+        if (!Bufs)
+          return;
+        for (uint32_t B : *Bufs) {
+          uintptr_t Begin = reinterpret_cast<uintptr_t>(BufPtr[B]);
+          uintptr_t End = Begin + BufType[B].bytes();
+          if (End == Begin)
+            continue;
+          auto It = InFlight.upper_bound(Begin);
+          if (It != InFlight.begin())
+            --It;
+          for (; It != InFlight.end() && It->first < End; ++It)
+            if (Begin < It->second.first)
+              Due.push_back(It->second.second);
+        }
+      };
+      Check(S.K->inputs());
+      Check(S.K->outputs());
+      std::sort(Due.begin(), Due.end());
+      Due.erase(std::unique(Due.begin(), Due.end()), Due.end());
+      for (uint32_t C : Due) {
+        S.Finish.push_back(C);
+        for (auto It = InFlight.begin(); It != InFlight.end();)
+          It = It->second.second == C ? InFlight.erase(It) : std::next(It);
+      }
       if (!S.Async || S.Signals)
         continue;
-      Sums.clear();
-      for (uint32_t B : *S.K->outputs())
-        if (BufType[B].bytes())
-          Sums.push_back(RangeOf(B));
-      auto Touches = [&](const flatbuffers::Vector<uint32_t> *Bufs) {
-        if (Bufs)
-          for (uint32_t B : *Bufs) {
-            Range R = RangeOf(B);
-            for (const Range &Sum : Sums)
-              if (R.first < Sum.second && Sum.first < R.second)
-                return true;
-          }
-        return false;
-      };
-      size_t Q = P + 1;
-      while (Q < List.size() && !Touches(Prog.Slots[List[Q]].K->inputs()) &&
-             !Touches(Prog.Slots[List[Q]].K->outputs()))
-        ++Q;
-      if (Q < List.size())
-        Prog.Slots[List[Q]].Finish.push_back(List[P]);
-      else
-        Prog.FinishAtEnd[D].push_back(List[P]);
+      for (uint32_t B : *S.K->outputs()) {
+        uintptr_t Begin = reinterpret_cast<uintptr_t>(BufPtr[B]);
+        if (uint64_t Bytes = BufType[B].bytes())
+          InFlight[Begin] = {Begin + Bytes, Id};
+      }
     }
+    for (const auto &[Begin, Sum] : InFlight)
+      Prog.FinishAtEnd[D].push_back(Sum.second);
+    std::sort(Prog.FinishAtEnd[D].begin(), Prog.FinishAtEnd[D].end());
+    Prog.FinishAtEnd[D].erase(
+        std::unique(Prog.FinishAtEnd[D].begin(), Prog.FinishAtEnd[D].end()),
+        Prog.FinishAtEnd[D].end());
   }
 }
 
