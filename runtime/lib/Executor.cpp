@@ -208,6 +208,10 @@ struct Executor::Impl {
     /// Per device: asynchronous collectives no later slot of the device
     /// touches, finished at the end of its step.
     std::vector<std::vector<uint32_t>> FinishAtEnd;
+    /// Every asynchronous collective slot, finished again (a no-op) after
+    /// the step: nothing may be left on the queue when run() returns, since
+    /// the caller's own calls across processes come next.
+    std::vector<uint32_t> AsyncSlots;
     std::vector<uint32_t> Active;
     std::vector<InputSlot> Inputs;
     std::vector<uint32_t> InputBuffers;
@@ -245,6 +249,8 @@ struct Executor::Impl {
     uint32_t Kernel;
     int Program;
     uint64_t Start, End;
+    /// The device waiting for the sums of the collective Kernel.
+    bool Wait = false;
   };
   std::atomic<bool> Tracing{false};
   std::vector<std::vector<TraceEvent>> Trace;
@@ -470,6 +476,16 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
     Prog.Done[I].store(0);
 
   // Collectives: one group per bucket, participants in the listed order.
+  // The sums across processes go through the queue only when all of the
+  // program's do (host memory only: the queue's thread writes them); a
+  // blocking one among queued ones would call MPI out of their order.
+  bool Overlap =
+      Opts.OverlapCollectives && Opts.Processes && Opts.Processes->size() > 1;
+  if (FP.collectives())
+    for (const fb::Collective *C : *FP.collectives())
+      if (C->replicas() > 1)
+        for (uint32_t D : *C->devices())
+          Overlap &= Devices[D]->kind() == DeviceKind::CPU;
   if (FP.collectives())
     for (const fb::Collective *C : *FP.collectives()) {
       std::vector<Device *> Devs;
@@ -481,20 +497,14 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       });
       // Across processes: this process's sum on the host, then MPI.
       bool CrossProcess = C->replicas() > 1;
-      bool AllCpu = std::all_of(Devs.begin(), Devs.end(), [](Device *D) {
-        return D->kind() == DeviceKind::CPU;
-      });
       if (AllGpu && !CrossProcess)
         G = createNcclCollective(Devs);
-      // The queue's thread writes the sums: host memory only.
-      bool Overlap = CrossProcess && AllCpu && Opts.OverlapCollectives &&
-                     Opts.Processes && Opts.Processes->size() > 1;
-      if (Overlap && !Queue)
+      if (CrossProcess && Overlap && !Queue)
         Queue = std::make_unique<CollectiveQueue>();
       if (!G)
         G = createHostCollective(
             unsigned(Devs.size()), CrossProcess ? Opts.Processes : nullptr,
-            Overlap ? Queue.get() : nullptr,
+            CrossProcess && Overlap ? Queue.get() : nullptr,
             C->kernels()->size()
                 ? Prog.Slots[C->kernels()->Get(0)].K->name()->str()
                 : "all-reduce");
@@ -587,6 +597,7 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
 /// is finished at once (runDevice), before the signal.
 void Executor::Impl::planFinishes(Program &Prog) {
   Prog.FinishAtEnd.assign(Devices.size(), {});
+  Prog.AsyncSlots.clear();
   // The sums still in flight at a point of a device's list, by address:
   // begin -> (end, collective slot). They are live together, so they do not
   // overlap each other.
@@ -623,13 +634,22 @@ void Executor::Impl::planFinishes(Program &Prog) {
         for (auto It = InFlight.begin(); It != InFlight.end();)
           It = It->second.second == C ? InFlight.erase(It) : std::next(It);
       }
-      if (!S.Async || S.Signals)
+      if (!S.Async)
         continue;
+      Prog.AsyncSlots.push_back(Id);
+      if (S.Signals)
+        continue;
+      bool Any = false;
       for (uint32_t B : *S.K->outputs()) {
         uintptr_t Begin = reinterpret_cast<uintptr_t>(BufPtr[B]);
-        if (uint64_t Bytes = BufType[B].bytes())
+        if (uint64_t Bytes = BufType[B].bytes()) {
           InFlight[Begin] = {Begin + Bytes, Id};
+          Any = true;
+        }
       }
+      // Sums of no bytes touch nothing, but their round still ends.
+      if (!Any)
+        Prog.FinishAtEnd[D].push_back(Id);
     }
     for (const auto &[Begin, Sum] : InFlight)
       Prog.FinishAtEnd[D].push_back(Sum.second);
@@ -683,8 +703,12 @@ void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
     return;
   for (uint32_t Id : Prog.PerDevice[DevId]) {
     Slot &S = Prog.Slots[Id];
-    for (uint32_t F : S.Finish)
+    for (uint32_t F : S.Finish) {
+      uint64_t Start = Trace ? nowNs() : 0;
       Prog.Slots[F].Group->finish(Prog.Slots[F].Participant);
+      if (Trace)
+        this->Trace[DevId].push_back({F, ProgIndex, Start, nowNs(), true});
+    }
     for (uint32_t W : S.Waits) {
       waitFor(Prog, W);
       const Slot &From = Prog.Slots[W];
@@ -703,8 +727,12 @@ void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
       signal(Prog, Id);
     }
   }
-  for (uint32_t F : Prog.FinishAtEnd[DevId])
+  for (uint32_t F : Prog.FinishAtEnd[DevId]) {
+    uint64_t Start = Trace ? nowNs() : 0;
     Prog.Slots[F].Group->finish(Prog.Slots[F].Participant);
+    if (Trace)
+      this->Trace[DevId].push_back({F, ProgIndex, Start, nowNs(), true});
+  }
 }
 
 /// Runs the device's kernel list segment by segment: waits before a
@@ -990,6 +1018,8 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
     I->JobCV.notify_all();
     I->DoneCV.wait(L, [&] { return I->Remaining == 0; });
   }
+  for (uint32_t Id : Prog.AsyncSlots)
+    Prog.Slots[Id].Group->finish(Prog.Slots[Id].Participant);
   ++Prog.Runs;
   // Every device finishes its step, also when one fails: the next step
   // reuses the staging buffers the others may still be copying from.
@@ -1093,8 +1123,10 @@ void Executor::writeTrace(std::ostream &OS) const {
       snprintf(Buf, sizeof(Buf), "%.3f,\"dur\":%.3f",
                double(E.Start - I->TraceStart) / 1000.0,
                double(E.End - E.Start) / 1000.0);
-      OS << ",\n{\"name\":\"" << Escape(S.K->name()->str()) << "\",\"cat\":\""
-         << Escape(S.K->op()->str())
+      // A wait for queued sums is named after their all-reduce.
+      OS << ",\n{\"name\":\"" << (E.Wait ? "wait for " : "")
+         << Escape(S.K->name()->str()) << "\",\"cat\":\""
+         << (E.Wait ? "Wait" : Escape(S.K->op()->str()))
          << "\",\"ph\":\"X\",\"pid\":1,\"tid\":" << D << ",\"ts\":" << Buf
          << ",\"args\":{\"program\":\"" << I->Programs[E.Program].Name
          << "\"}}";

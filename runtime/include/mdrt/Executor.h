@@ -48,11 +48,12 @@ struct ExecutorOptions {
   /// collectives span R replicas (mirrored, --num-replicas=R) needs a group
   /// of R processes, of which this one is the plan's replica.
   ProcessGroup *Processes = nullptr;
-  /// Sum across processes on a thread of the executor's own (CPU devices),
-  /// so that a bucket's gradients travel while the device computes the
-  /// next bucket's; the device waits for the sums only before the first
-  /// kernel that touches them. Off: each all-reduce blocks its device until
-  /// the sums are back. The results are the same either way.
+  /// Sum across processes on a thread of the executor's own, so that a
+  /// bucket's gradients travel while the device computes the next
+  /// bucket's; the device waits for the sums only before the first kernel
+  /// that touches their memory. Programs whose all-reduces across processes
+  /// involve a GPU device block regardless. Off: each all-reduce blocks its
+  /// device until the sums are back. The results are the same either way.
   bool OverlapCollectives = true;
 };
 

@@ -16,6 +16,8 @@
 #include "gtest/gtest.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <sstream>
 #include <thread>
 
@@ -352,5 +354,134 @@ TEST(CrossProcessPlanTest, OverlappedSumsAreTheBlockingOnes) {
     for (int R = 0; R < 2; ++R)
       EXPECT_EQ(Got[size_t(R)], Want)
           << (Overlap ? "overlapped" : "blocking") << ", rank " << R;
+  }
+}
+
+namespace {
+
+/// A process group whose sums start late: sums queued without a wait
+/// before their first reader would almost surely be read before they are
+/// written.
+class SlowGroup : public ProcessGroup {
+public:
+  explicit SlowGroup(std::unique_ptr<ProcessGroup> Inner)
+      : ProcessGroup(Inner->rank(), Inner->size()), Inner(std::move(Inner)) {}
+  std::string transport() const override { return "slow"; }
+  Status allReduceSum(DType Type, void *Buf, size_t Count) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return Inner->allReduceSum(Type, Buf, Count);
+  }
+  Status broadcast(void *Buf, size_t Bytes, int Root) override {
+    return Inner->broadcast(Buf, Bytes, Root);
+  }
+  Status allGather(const void *Local, void *All, size_t Bytes) override {
+    return Inner->allGather(Local, All, Bytes);
+  }
+  [[noreturn]] void abort(int Code) override {
+    Inner->abort(Code);
+    std::abort();
+  }
+
+private:
+  std::unique_ptr<ProcessGroup> Inner;
+};
+
+/// One CPU of replica \p Replica of 2: input x (float32[4]), "sum" =
+/// AllReduce(x), then a Neg whose output is the program's output "r": of
+/// the sum (\p Reuse false), or of x into the sum's bytes, which the
+/// memory plan may reuse since nothing reads the sum (\p Reuse true).
+std::shared_ptr<const PlanFile> readerPlan(int Replica, bool Reuse) {
+  flatbuffers::FlatBufferBuilder FB;
+  std::string Task = "/job:worker/replica:0/task:" + std::to_string(Replica);
+  std::vector<flatbuffers::Offset<fb::Device>> Devices = {
+      fb::CreateDeviceDirect(FB, (Task + "/device:CPU:0").c_str(),
+                             fb::DeviceKind::CPU, "worker", 0, Replica, 0,
+                             /*arena_bytes=*/192, /*persistent_bytes=*/0)};
+  std::vector<int64_t> Shape = {4};
+  std::vector<flatbuffers::Offset<fb::Buffer>> Buffers = {
+      fb::CreateBufferDirect(FB, "x", 0, fb::DType::Float32, &Shape, 0, 16),
+      fb::CreateBufferDirect(FB, "sum", 0, fb::DType::Float32, &Shape, 64, 16),
+      fb::CreateBufferDirect(FB, "r", 0, fb::DType::Float32, &Shape,
+                             Reuse ? 64 : 128, 16)};
+  std::vector<uint32_t> In = {0}, Sum = {1}, NegIn = {Reuse ? 0u : 1u},
+                        NegOut = {2}, Devs = {0}, Ks = {0};
+  std::vector<flatbuffers::Offset<fb::Kernel>> Kernels = {
+      fb::CreateKernelDirect(FB, "allreduce/bucket_0/replica_0", "AllReduce",
+                             nullptr, &In, &Sum),
+      fb::CreateKernelDirect(FB, "neg", "Neg", nullptr, &NegIn, &NegOut)};
+  std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs = {
+      fb::CreateDeviceProgramDirect(FB, 0, &Kernels, 192, 192, "naive")};
+  std::vector<flatbuffers::Offset<fb::Collective>> Colls = {
+      fb::CreateCollectiveDirect(FB, "gradients", 0, &Devs, &Ks, 2)};
+  std::vector<flatbuffers::Offset<fb::InputBinding>> Inputs = {
+      fb::CreateInputBindingDirect(FB, "x", "x", 0)};
+  std::vector<flatbuffers::Offset<fb::Output>> Outputs = {
+      fb::CreateOutputDirect(FB, "r", fb::OutputKind::Metric, 2)};
+  std::vector<flatbuffers::Offset<fb::Program>> Progs = {
+      fb::CreateProgramDirect(FB, "train", 4, &DevProgs, &Inputs, &Outputs,
+                              &Colls)};
+  auto Dep = fb::CreateDeploymentDirect(FB, "mirrored", 1, true, Replica, 2, 0,
+                                        4, "sgd", 0.1);
+  return finishPlan(FB, Devices, Buffers, Progs, Dep, "reader.mdp");
+}
+
+} // namespace
+
+/// The queued sums reach the kernel that reads them, and a kernel that
+/// reuses their bytes writes after them: each device waits for them just
+/// in time. The trace shows the queue's track, so the sums did go through
+/// it, and the device's wait.
+TEST(CrossProcessPlanTest, QueuedSumsComeBeforeTheirReaders) {
+  for (bool Reuse : {false, true}) {
+    auto Threads = createThreadProcessGroups(2);
+    std::vector<std::unique_ptr<ProcessGroup>> Groups;
+    for (auto &T : Threads)
+      Groups.push_back(std::make_unique<SlowGroup>(std::move(T)));
+    std::vector<std::vector<double>> Got(2);
+    std::vector<std::string> Traces(2);
+    std::vector<std::thread> Workers;
+    for (int R = 0; R < 2; ++R)
+      Workers.emplace_back([&, R] {
+        ExecutorOptions O;
+        O.Threads = 1;
+        O.Processes = Groups[size_t(R)].get();
+        auto E = Executor::create(readerPlan(R, Reuse), O);
+        if (!E.isOk()) {
+          ADD_FAILURE() << E.status().message();
+          Groups[size_t(R)]->abort(1);
+        }
+        (*E)->setTracing(true);
+        for (int Step = 0; Step < 3; ++Step) {
+          float *X = static_cast<float *>((*E)->inputs(0)[0].Host);
+          for (int I = 0; I < 4; ++I)
+            X[I] = float(1000 * Step + 100 * R + I);
+          EXPECT_TRUE((*E)->run(0, uint64_t(Step)).isOk());
+          std::vector<OutputValue> Out;
+          EXPECT_TRUE((*E)->readOutputs(0, Out).isOk());
+          Got[size_t(R)].insert(Got[size_t(R)].end(), Out.at(0).Values.begin(),
+                                Out.at(0).Values.end());
+        }
+        std::ostringstream OS;
+        (*E)->writeTrace(OS);
+        Traces[size_t(R)] = OS.str();
+      });
+    for (std::thread &T : Workers)
+      T.join();
+    for (int R = 0; R < 2; ++R) {
+      std::vector<double> Want;
+      for (int Step = 0; Step < 3; ++Step)
+        for (int I = 0; I < 4; ++I)
+          Want.push_back(Reuse ? -(1000.0 * Step + 100 * R + I)
+                               : -(2000.0 * Step + 100 + 2 * I));
+      EXPECT_EQ(Got[size_t(R)], Want)
+          << (Reuse ? "reused bytes" : "reader") << ", rank " << R;
+      EXPECT_NE(Traces[size_t(R)].find(
+                    "\"args\":{\"name\":\"all-reduces across processes\"}"),
+                std::string::npos);
+      EXPECT_NE(Traces[size_t(R)].find(
+                    "{\"name\":\"wait for allreduce/bucket_0/replica_0\","
+                    "\"cat\":\"Wait\""),
+                std::string::npos);
+    }
   }
 }

@@ -15,9 +15,12 @@
 
 #include "gtest/gtest.h"
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -254,7 +257,10 @@ public:
   Status allGather(const void *Local, void *All, size_t Bytes) override {
     return Inner->allGather(Local, All, Bytes);
   }
-  [[noreturn]] void abort(int Code) override { Inner->abort(Code); }
+  [[noreturn]] void abort(int Code) override {
+    Inner->abort(Code);
+    std::abort();
+  }
 
   void open() {
     std::lock_guard<std::mutex> L(M);
@@ -302,21 +308,34 @@ TEST(ProcessTest, QueuedHostCollectiveReturnsBeforeTheSums) {
   std::vector<TensorDesc> Types = {{DType::Float32, {int64_t(N)}}};
   for (int Round = 0; Round < 2; ++Round) {
     std::vector<std::vector<float>> Out(Procs, std::vector<float>(N, -7.0f));
-    for (int P = 0; P < Procs; ++P) {
-      std::vector<float> In = valuesOf<float>(P + 2 * Round, N);
-      Colls[size_t(P)]->allReduce(0, *Devs[size_t(P)], {In.data()},
-                                  {Out[size_t(P)].data()}, Types);
-      std::fill(In.begin(), In.end(), 1e9f);
-    }
+    std::vector<std::future<void>> Calls;
+    for (int P = 0; P < Procs; ++P)
+      Calls.push_back(std::async(std::launch::async, [&, P, Round] {
+        std::vector<float> In = valuesOf<float>(P + 2 * Round, N);
+        Colls[size_t(P)]->allReduce(0, *Devs[size_t(P)], {In.data()},
+                                    {Out[size_t(P)].data()}, Types);
+        std::fill(In.begin(), In.end(), 1e9f);
+      }));
     if (Round == 0) {
-      // Both sums have started and wait at the gate; no output is written.
-      for (int P = 0; P < Procs; ++P)
-        Groups[size_t(P)]->waitEntered(1);
-      for (int P = 0; P < Procs; ++P)
-        EXPECT_EQ(Out[size_t(P)], std::vector<float>(N, -7.0f));
+      // Both calls return while the sums wait at the gate. (A group that
+      // waited for the sums would wait forever: after a minute, the gate
+      // opens so that the test fails instead of hanging.)
+      bool Returned = true;
+      for (std::future<void> &C : Calls)
+        Returned &=
+            C.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+      EXPECT_TRUE(Returned) << "allReduce waited for the sums";
+      if (Returned) {
+        for (int P = 0; P < Procs; ++P)
+          Groups[size_t(P)]->waitEntered(1);
+        for (int P = 0; P < Procs; ++P)
+          EXPECT_EQ(Out[size_t(P)], std::vector<float>(N, -7.0f));
+      }
       for (auto &G : Groups)
         G->open();
     }
+    for (std::future<void> &C : Calls)
+      C.get();
     for (int P = 0; P < Procs; ++P)
       Colls[size_t(P)]->finish(0);
     std::vector<float> Want = valuesOf<float>(2 * Round, N);
