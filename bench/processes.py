@@ -6,9 +6,11 @@ SGD) and repetition, in turn:
 
   one       1 process, 1 clone, global batch B, --threads=P
   procs     P processes (mpirun -n P), 1 clone each, global batch B,
-            --threads=1 each: the same work split over processes
-  blocking  procs with --no-overlap: every all-reduce blocks its device
-            until the sums are back
+            --threads=1 each, --overlap=off: the same work split over
+            processes, every all-reduce blocking its device
+  overlap   procs with --overlap=on: the sums cross beside the computation
+  yield     overlap, Open MPI told to yield the core while it waits
+            (--mca mpi_yield_when_idle 1)
   alone     1 process, 1 clone, batch B/P, --threads=1: one process's share
             of `procs` without the others
 
@@ -16,7 +18,8 @@ Every run trains STEPS steps on Fashion-MNIST in order (no evaluation) and
 reports examples per second from mdrun's done line. Printed: medians, the
 speed-up of `procs` over `one` (strong scaling on P cores), the cost of
 the all-reduce across processes, time per step of `procs` over `alone`
-(1.0: free), and what overlapping it gains, `blocking` over `procs`. The load average is printed; compare numbers from one run.
+(1.0: free), and what overlapping it gains, `procs` over `overlap` and
+over `yield` (> 1: overlapping is faster). The load average is printed; compare numbers from one run.
 
   bench/processes.py [--procs=2] [--reps=3] [--models=mlp,cnn]
 """
@@ -102,13 +105,17 @@ def main():
             plans = compile_plans(tmp, model, batch, a.procs)
             common = [f"--data={DATA}", f"--steps={steps}", "--no-eval",
                       "--no-shuffle", "--log-every=0", "--no-progress"]
+            def procs(mode, mca=()):
+                return (mpirun() + list(mca) +
+                        ["-n", str(a.procs), mdrun, plans["procs"],
+                         "--threads=1", f"--overlap={mode}"] + common)
             cmds = {
                 "one": [mdrun, plans["one"], f"--threads={a.procs}"] + common,
-                "procs": mpirun() + ["-n", str(a.procs), mdrun,
-                                     plans["procs"], "--threads=1"] + common,
+                "procs": procs("off"),
                 "alone": [mdrun, plans["alone"], "--threads=1"] + common,
+                "overlap": procs("on"),
+                "yield": procs("on", ["--mca", "mpi_yield_when_idle", "1"]),
             }
-            cmds["blocking"] = cmds["procs"] + ["--no-overlap"]
             times = {k: [] for k in cmds}
             rates = {k: [] for k in cmds}
             for r in range(a.reps):
@@ -127,7 +134,8 @@ def main():
                   f"step time of {a.procs} processes over one process's share "
                   f"alone: {med['procs'] / med['alone']:.2f}; "
                   f"blocking all-reduces over overlapped: "
-                  f"{med['blocking'] / med['procs']:.2f}")
+                  f"{med['procs'] / med['overlap']:.2f}, over overlapped "
+                  f"and yielding: {med['procs'] / med['yield']:.2f}")
 
 
 if __name__ == "__main__":

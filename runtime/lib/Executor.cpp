@@ -20,6 +20,10 @@
 #include <mutex>
 #include <thread>
 
+#ifdef __linux__
+#include <sched.h>
+#endif
+
 using namespace mdrt;
 
 namespace {
@@ -226,8 +230,10 @@ struct Executor::Impl {
     std::unique_ptr<std::atomic<uint64_t>[]> Done;
   };
   std::vector<Program> Programs;
-  /// Where the sums across processes travel (OverlapCollectives).
+  /// Where the sums across processes travel (ExecutorOptions::Overlap),
+  /// and whether they may.
   std::unique_ptr<CollectiveQueue> Queue;
+  bool OverlapOn = false;
 
   // Cross-device waits.
   uint64_t RunId = 0;
@@ -273,6 +279,7 @@ struct Executor::Impl {
   bool runGraphs(Program &Prog, uint32_t DevId, uint64_t Step);
   void planSegments(Program &Prog, std::vector<std::string> &Notes);
   void planFinishes(Program &Prog);
+  std::string chooseOverlap();
   /// Errors of device threads (CUDA activation, step counter), per device.
   std::vector<Status> RunErrors;
   void waitFor(Program &Prog, uint32_t Kernel) {
@@ -479,8 +486,7 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
   // The sums across processes go through the queue only when all of the
   // program's do (host memory only: the queue's thread writes them); a
   // blocking one among queued ones would call MPI out of their order.
-  bool Overlap =
-      Opts.OverlapCollectives && Opts.Processes && Opts.Processes->size() > 1;
+  bool Overlap = OverlapOn;
   if (FP.collectives())
     for (const fb::Collective *C : *FP.collectives())
       if (C->replicas() > 1)
@@ -587,6 +593,59 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
     }
   planFinishes(Prog);
   return Status::ok();
+}
+
+/// The number of CPUs this process may run on.
+static int allowedCpus() {
+#ifdef __linux__
+  cpu_set_t Set;
+  CPU_ZERO(&Set);
+  if (sched_getaffinity(0, sizeof(Set), &Set) == 0)
+    return CPU_COUNT(&Set);
+#endif
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+/// Sets OverlapOn from the options and the machine; says why for a note
+/// ("" when the plan has no all-reduces across processes).
+std::string Executor::Impl::chooseOverlap() {
+  OverlapOn = false;
+  bool Across = false;
+  for (const fb::Program *FP : *P->programs())
+    if (FP->collectives())
+      for (const fb::Collective *C : *FP->collectives())
+        Across |= C->replicas() > 1;
+  if (!Across || !Opts.Processes || Opts.Processes->size() <= 1)
+    return "";
+  switch (Opts.Overlap) {
+  case OverlapMode::On:
+    OverlapOn = true;
+    return "--overlap=on";
+  case OverlapMode::Off:
+    return "--overlap=off";
+  case OverlapMode::Auto:
+    break;
+  }
+  int Threads = 0;
+  for (const auto &D : Devices)
+    if (D->kind() == DeviceKind::CPU)
+      Threads += D->threads();
+  // The CPUs this process may run on, unless the machine's processes have
+  // fewer each (an unbound launch of more processes than cores).
+  int Hardware = int(std::max(1u, std::thread::hardware_concurrency()));
+  int Cpus = std::min(allowedCpus(),
+                      Hardware / std::max(1, Opts.Processes->localSize()));
+  OverlapOn = Cpus > Threads;
+  std::string Counts =
+      Cpus == 0 ? std::to_string(Hardware) + " CPUs for " +
+                      std::to_string(Opts.Processes->localSize()) +
+                      " processes on this machine"
+                : std::to_string(Cpus) + " CPU" + (Cpus == 1 ? "" : "s") +
+                      " per process for " + std::to_string(Threads) +
+                      " intra-op thread" + (Threads == 1 ? "" : "s");
+  return OverlapOn ? "a core to spare: " + Counts
+                   : "no core to spare: " + Counts + "; --overlap=on to " +
+                         "overlap anyway";
 }
 
 /// Where each device waits for the sums of its asynchronous collectives:
@@ -884,8 +943,17 @@ Executor::create(std::shared_ptr<const PlanFile> Plan,
         ("mdrt.replica." + std::to_string(Opts.Processes->rank())).c_str());
   MDRT_RETURN_IF_ERROR(checkProcesses(*I.P, Opts.Processes, E->Notes));
   MDRT_RETURN_IF_ERROR(I.createDevices(E->Notes));
+  std::string OverlapNote = I.chooseOverlap();
   for (const fb::Program *FP : *I.P->programs())
     MDRT_RETURN_IF_ERROR(I.createProgram(*FP));
+  if (!OverlapNote.empty()) {
+    bool GpuBlocks = I.OverlapOn && !I.Queue;
+    E->Notes.push_back("all-reduces across processes " +
+                       (I.Queue ? std::string("overlap the computation")
+                                : std::string("block their device")) +
+                       (GpuBlocks ? " (their devices include a GPU)"
+                                  : " (" + OverlapNote + ")"));
+  }
   I.RunErrors.assign(I.Devices.size(), Status::ok());
   if (Opts.CudaGraph) {
     bool AnyGpu =

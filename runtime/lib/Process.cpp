@@ -166,6 +166,8 @@ public:
       : ProcessGroup(Rank, Hub->Size), Hub(std::move(Hub)) {}
 
   std::string transport() const override { return "threads"; }
+  /// The threads share one machine.
+  int localSize() const override { return size(); }
 
   Status allReduceSum(DType Type, void *Buf, size_t Count) override {
     MDRT_RETURN_IF_ERROR(checkSummable(Type));

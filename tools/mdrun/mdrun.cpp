@@ -270,10 +270,19 @@ static int mdrunMain(int argc, char **argv) {
          }
          return true;
        }},
-      {"no-overlap", nullptr,
-       "all-reduces across processes block the device (no overlap)",
-       [&](const std::string &) {
-         return !(T.Exec.OverlapCollectives = false);
+      {"overlap", "auto|on|off",
+       "all-reduces across processes beside the computation (auto: when "
+       "a core is spare)",
+       [&](const std::string &V) {
+         if (V == "auto")
+           T.Exec.Overlap = OverlapMode::Auto;
+         else if (V == "on")
+           T.Exec.Overlap = OverlapMode::On;
+         else if (V == "off")
+           T.Exec.Overlap = OverlapMode::Off;
+         else
+           return false;
+         return true;
        }},
       {"prefetch", "N", "batches prepared ahead (2)",
        [&](const std::string &V) {

@@ -28,6 +28,21 @@
 
 namespace mdrt {
 
+/// Whether all-reduces across processes overlap the computation.
+enum class OverlapMode {
+  /// When the process has a core to spare for the sums: the CPUs it may run
+  /// on (its affinity mask, which MPI launchers narrow when they bind
+  /// processes to cores) outnumber the intra-op threads of its CPU devices.
+  /// Without one, the sums' copies and additions would take the cores from
+  /// the computation rather than run beside it.
+  Auto,
+  /// Always (e.g. runs across machines, where the sums mostly wait for the
+  /// network).
+  On,
+  /// Each all-reduce blocks its device until the sums are back.
+  Off,
+};
+
 struct ExecutorOptions {
   /// Intra-op threads per device (0: all hardware threads).
   int Threads = 0;
@@ -51,10 +66,10 @@ struct ExecutorOptions {
   /// Sum across processes on a thread of the executor's own, so that a
   /// bucket's gradients travel while the device computes the next
   /// bucket's; the device waits for the sums only before the first kernel
-  /// that touches their memory. Programs whose all-reduces across processes
-  /// involve a GPU device block regardless. Off: each all-reduce blocks its
-  /// device until the sums are back. The results are the same either way.
-  bool OverlapCollectives = true;
+  /// that touches their memory (OverlapMode). Programs whose all-reduces
+  /// across processes involve a GPU device block regardless. The results
+  /// are the same either way; notes() says which was chosen.
+  OverlapMode Overlap = OverlapMode::Auto;
 };
 
 /// Where the data pipeline writes one input of a program.

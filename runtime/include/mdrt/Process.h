@@ -45,6 +45,9 @@ public:
   int size() const { return Size; }
   /// What carries the messages, for notes: "one process", "MPI (...)".
   virtual std::string transport() const = 0;
+  /// How many of the group's processes run on this process's machine
+  /// (this one included): they share its cores.
+  virtual int localSize() const { return 1; }
 
   /// Replaces the \p Count elements of \p Type at \p Buf with their sums
   /// over the processes, added in rank order (see the file comment).

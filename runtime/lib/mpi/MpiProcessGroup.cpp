@@ -58,8 +58,12 @@ Status check(int Code, const char *What) {
 
 class MpiProcessGroup : public ProcessGroup {
 public:
-  MpiProcessGroup(int Rank, int Size, MPI_Comm Comm, bool Finalize)
-      : ProcessGroup(Rank, Size), Comm(Comm), Finalize(Finalize) {}
+  MpiProcessGroup(int Rank, int Size, MPI_Comm Comm, bool Finalize,
+                  int LocalSize)
+      : ProcessGroup(Rank, Size), Comm(Comm), Finalize(Finalize),
+        LocalSize(LocalSize) {}
+
+  int localSize() const override { return LocalSize; }
 
   ~MpiProcessGroup() override {
     MPI_Comm_free(&Comm);
@@ -182,6 +186,7 @@ private:
 
   MPI_Comm Comm;
   bool Finalize;
+  int LocalSize;
   std::mutex M;
   std::vector<int> Counts, Displs, MineCounts, MineDispls;
   std::vector<uint8_t> Scratch;
@@ -216,6 +221,14 @@ mdrt::createMpiProcessGroup(int &Argc, char **&Argv) {
   int Rank = 0, Size = 1;
   MPI_Comm_rank(Comm, &Rank);
   MPI_Comm_size(Comm, &Size);
+  // The processes that share this one's memory: its machine's.
+  int LocalSize = 1;
+  MPI_Comm Local;
+  if (MPI_Comm_split_type(Comm, MPI_COMM_TYPE_SHARED, Rank, MPI_INFO_NULL,
+                          &Local) == MPI_SUCCESS) {
+    MPI_Comm_size(Local, &LocalSize);
+    MPI_Comm_free(&Local);
+  }
   return std::unique_ptr<ProcessGroup>(
-      new MpiProcessGroup(Rank, Size, Comm, Finalize));
+      new MpiProcessGroup(Rank, Size, Comm, Finalize, LocalSize));
 }

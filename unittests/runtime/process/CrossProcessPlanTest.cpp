@@ -324,7 +324,7 @@ TEST(CrossProcessPlanTest, OverlappedSumsAreTheBlockingOnes) {
         ExecutorOptions O;
         O.Threads = 1;
         O.Processes = Groups[size_t(R)].get();
-        O.OverlapCollectives = Overlap;
+        O.Overlap = Overlap ? OverlapMode::On : OverlapMode::Off;
         auto E = Executor::create(Plan, O);
         if (!E.isOk()) {
           ADD_FAILURE() << E.status().message();
@@ -367,6 +367,7 @@ public:
   explicit SlowGroup(std::unique_ptr<ProcessGroup> Inner)
       : ProcessGroup(Inner->rank(), Inner->size()), Inner(std::move(Inner)) {}
   std::string transport() const override { return "slow"; }
+  int localSize() const override { return Inner->localSize(); }
   Status allReduceSum(DType Type, void *Buf, size_t Count) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     return Inner->allReduceSum(Type, Buf, Count);
@@ -445,6 +446,7 @@ TEST(CrossProcessPlanTest, QueuedSumsComeBeforeTheirReaders) {
         ExecutorOptions O;
         O.Threads = 1;
         O.Processes = Groups[size_t(R)].get();
+        O.Overlap = OverlapMode::On;
         auto E = Executor::create(readerPlan(R, Reuse), O);
         if (!E.isOk()) {
           ADD_FAILURE() << E.status().message();
@@ -484,4 +486,39 @@ TEST(CrossProcessPlanTest, QueuedSumsComeBeforeTheirReaders) {
                 std::string::npos);
     }
   }
+}
+
+/// The executor says whether its all-reduces across processes overlap the
+/// computation, and why: as told, or (auto) when the process may run on
+/// more CPUs than its devices have intra-op threads.
+TEST(CrossProcessPlanTest, OverlapIsChosenAndNoted) {
+  auto Groups = createThreadProcessGroups(2);
+  auto NoteOf = [&](OverlapMode Mode, int Threads) -> std::string {
+    ExecutorOptions O;
+    O.Threads = Threads;
+    O.Processes = Groups[0].get();
+    O.Overlap = Mode;
+    auto E = Executor::create(readerPlan(0, false), O);
+    if (!E.isOk())
+      return E.status().message();
+    for (const std::string &N : (*E)->notes())
+      if (N.rfind("all-reduces across processes", 0) == 0)
+        return N;
+    return "no note";
+  };
+  EXPECT_EQ(NoteOf(OverlapMode::On, 1),
+            "all-reduces across processes overlap the computation "
+            "(--overlap=on)");
+  EXPECT_EQ(NoteOf(OverlapMode::Off, 1),
+            "all-reduces across processes block their device (--overlap=off)");
+  std::string Auto = NoteOf(OverlapMode::Auto, 100000);
+  EXPECT_EQ(Auto.rfind("all-reduces across processes block their device "
+                       "(no core to spare: ",
+                       0),
+            0u)
+      << Auto;
+  EXPECT_NE(Auto.find(" for 100000 intra-op threads; --overlap=on to "
+                      "overlap anyway)"),
+            std::string::npos)
+      << Auto;
 }

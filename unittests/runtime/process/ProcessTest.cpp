@@ -242,6 +242,7 @@ public:
   explicit GatedGroup(std::unique_ptr<ProcessGroup> Inner)
       : ProcessGroup(Inner->rank(), Inner->size()), Inner(std::move(Inner)) {}
   std::string transport() const override { return "gated"; }
+  int localSize() const override { return Inner->localSize(); }
   Status allReduceSum(DType Type, void *Buf, size_t Count) override {
     {
       std::unique_lock<std::mutex> L(M);
