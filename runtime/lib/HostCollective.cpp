@@ -200,25 +200,59 @@ private:
     }
   }
 
-  /// This process's sums, one tensor after the other in Host; tensors of
-  /// one type are contiguous, so a run of them crosses processes at once.
+  /// Bytes of a tensor that crosses processes in a call of its own, from
+  /// and into its first participant's output (no copies through the host
+  /// buffer). Smaller tensors share a call, packed in the host buffer. The
+  /// choice depends only on the tensors, so every process makes the same
+  /// calls.
+  static constexpr size_t DirectBytes = size_t(256) << 10;
+
+  static size_t bytesOf(const TensorDesc &T) {
+    return size_t(T.numElements()) * dtypeSize(sumType(T));
+  }
+  bool direct(const TensorDesc &T) const { return bytesOf(T) >= DirectBytes; }
+
+  /// Where tensor \p I is summed: its first participant's output when the
+  /// tensor is direct and every participant's memory is the host's, else
+  /// its place in the host buffer.
+  uint8_t *accumulator(size_t I) const {
+    return Offsets[I] == NoOffset
+               ? static_cast<uint8_t *>(Out[0][I])
+               : const_cast<uint8_t *>(Host.data()) + Offsets[I];
+  }
+
+  /// This process's sums: the host buffer holds the tensors that are not
+  /// summed in place, one after the other in tensor order; a run of small
+  /// tensors of one type is contiguous there, so it crosses processes at
+  /// once.
   void addParticipants(const std::vector<TensorDesc> &Types) {
-    Offsets.resize(Types.size() + 1);
+    bool AllHost = true;
+    for (unsigned P = 0; P < N; ++P)
+      AllHost &= Devs[P]->kind() == DeviceKind::CPU;
+    Offsets.assign(Types.size(), NoOffset);
     size_t Total = 0;
     for (size_t I = 0; I < Types.size(); ++I) {
-      if (I > 0 && sumType(Types[I]) != sumType(Types[I - 1]))
-        Total = (Total + 7) & ~size_t(7);
+      if (AllHost && direct(Types[I]))
+        continue;
+      // A new type or a tensor of a call of its own starts aligned.
+      if (I > 0 && (sumType(Types[I]) != sumType(Types[I - 1]) ||
+                    direct(Types[I]) || direct(Types[I - 1])))
+        Total = (Total + 63) & ~size_t(63);
       Offsets[I] = Total;
-      Total += size_t(Types[I].numElements()) * dtypeSize(sumType(Types[I]));
+      Total += bytesOf(Types[I]);
     }
-    Offsets[Types.size()] = Total;
     Host.resize(Total);
+    // One participant, and the sums cross processes at once: the tensors
+    // summed in place go from their input to their output in that call.
+    SendInputs = AllHost && N == 1 && Processes && !Queue;
     for (size_t I = 0; I < Types.size(); ++I) {
+      if (SendInputs && Offsets[I] == NoOffset)
+        continue;
       size_t Count = size_t(Types[I].numElements());
       if (sumType(Types[I]) == DType::Float64)
-        sumInto<double>(I, Count, Host.data() + Offsets[I]);
+        sumInto<double>(I, Count, accumulator(I));
       else
-        sumInto<float>(I, Count, Host.data() + Offsets[I]);
+        sumInto<float>(I, Count, accumulator(I));
     }
   }
 
@@ -226,14 +260,19 @@ private:
     if (!Processes)
       return;
     for (size_t I = 0; I < Types.size();) {
-      size_t J = I + 1;
-      while (J < Types.size() && sumType(Types[J]) == sumType(Types[I]))
-        ++J;
       DType T = sumType(Types[I]);
-      size_t End =
-          Offsets[J - 1] + size_t(Types[J - 1].numElements()) * dtypeSize(T);
-      Status S = Processes->allReduceSum(T, Host.data() + Offsets[I],
-                                         (End - Offsets[I]) / dtypeSize(T));
+      size_t J = I + 1;
+      if (!direct(Types[I]))
+        while (J < Types.size() && sumType(Types[J]) == T && !direct(Types[J]))
+          ++J;
+      // Tensors I to J-1: one direct tensor, or a run of small ones.
+      size_t Count = 0;
+      for (size_t K = I; K < J; ++K)
+        Count += size_t(Types[K].numElements());
+      const void *Send = accumulator(I);
+      if (SendInputs && Offsets[I] == NoOffset)
+        Send = In[0][I];
+      Status S = Processes->allReduceSum(T, Send, accumulator(I), Count);
       if (!S.isOk()) {
         // The other processes wait in this all-reduce: stop them all.
         std::fprintf(stderr,
@@ -249,9 +288,7 @@ private:
   void writeOutputs(const std::vector<TensorDesc> &Types) {
     for (unsigned P = 0; P < N; ++P)
       for (size_t I = 0; I < Types.size(); ++I)
-        Devs[P]->copyFromHost(Out[P][I], Host.data() + Offsets[I],
-                              size_t(Types[I].numElements()) *
-                                  dtypeSize(sumType(Types[I])));
+        Devs[P]->copyFromHost(Out[P][I], accumulator(I), bytesOf(Types[I]));
   }
 
   unsigned N;
@@ -272,9 +309,13 @@ private:
   std::vector<uint8_t> Staging;
   /// The types of the round on the queue.
   std::vector<TensorDesc> Pending;
-  /// The sums of one round, and where each tensor's begins.
+  /// The sums of one round that are not summed in place, and where each
+  /// tensor's begins (NoOffset: in its first participant's output).
+  static constexpr size_t NoOffset = ~size_t(0);
   std::vector<uint8_t> Host;
   std::vector<size_t> Offsets;
+  /// The round's direct tensors cross from the inputs (see addParticipants).
+  bool SendInputs = false;
 };
 
 } // namespace

@@ -118,8 +118,13 @@ class SingleProcessGroup : public ProcessGroup {
 public:
   SingleProcessGroup() : ProcessGroup(0, 1) {}
   std::string transport() const override { return "one process"; }
-  Status allReduceSum(DType Type, void *, size_t) override {
-    return checkSummable(Type);
+  using ProcessGroup::allReduceSum;
+  Status allReduceSum(DType Type, const void *Send, void *Recv,
+                      size_t Count) override {
+    MDRT_RETURN_IF_ERROR(checkSummable(Type));
+    if (Send != Recv && Count)
+      std::memcpy(Recv, Send, Count * dtypeSize(Type));
+    return Status::ok();
   }
   Status broadcast(void *, size_t, int) override { return Status::ok(); }
   Status allGather(const void *Local, void *All, size_t Bytes) override {
@@ -137,7 +142,8 @@ public:
 /// What the thread groups of one set share: a barrier and the buffers each
 /// rank posts for the operation in progress.
 struct ThreadHub {
-  explicit ThreadHub(int Size) : Size(Size), Posted(size_t(Size)) {}
+  explicit ThreadHub(int Size)
+      : Size(Size), Posted(size_t(Size)), Received(size_t(Size)) {}
 
   /// Waits until every rank arrived.
   void barrier() {
@@ -158,6 +164,8 @@ struct ThreadHub {
   int Arrived = 0;
   uint64_t Generation = 0;
   std::vector<void *> Posted;
+  /// Where each rank's sums go (allReduceSum).
+  std::vector<void *> Received;
 };
 
 class ThreadProcessGroup : public ProcessGroup {
@@ -169,10 +177,13 @@ public:
   /// The threads share one machine.
   int localSize() const override { return size(); }
 
-  Status allReduceSum(DType Type, void *Buf, size_t Count) override {
+  using ProcessGroup::allReduceSum;
+  Status allReduceSum(DType Type, const void *Send, void *Recv,
+                      size_t Count) override {
     MDRT_RETURN_IF_ERROR(checkSummable(Type));
     size_t Elt = dtypeSize(Type);
-    Hub->Posted[size_t(rank())] = Buf;
+    Hub->Posted[size_t(rank())] = const_cast<void *>(Send);
+    Hub->Received[size_t(rank())] = Recv;
     Hub->barrier();
     // This rank adds its chunk of every rank's buffer, in rank order...
     auto [Begin, End] = chunkRange(Count, size(), rank());
@@ -183,7 +194,7 @@ public:
     sumInOrder(Type, Src.data(), Src.size(), Sum.data(), End - Begin);
     Hub->barrier();
     // ...and, once nobody reads the inputs any more, writes it everywhere.
-    for (void *P : Hub->Posted)
+    for (void *P : Hub->Received)
       if (!Sum.empty())
         std::memcpy(static_cast<uint8_t *>(P) + Begin * Elt, Sum.data(),
                     Sum.size());

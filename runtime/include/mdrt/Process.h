@@ -52,7 +52,14 @@ public:
   /// Replaces the \p Count elements of \p Type at \p Buf with their sums
   /// over the processes, added in rank order (see the file comment).
   /// Float32, Float64, Int32 and Int64.
-  virtual Status allReduceSum(DType Type, void *Buf, size_t Count) = 0;
+  Status allReduceSum(DType Type, void *Buf, size_t Count) {
+    return allReduceSum(Type, Buf, Buf, Count);
+  }
+  /// The same, from \p Send into \p Recv (\p Count elements each; the
+  /// same memory, or memory that does not overlap): a tensor that crosses
+  /// processes from where it is to where it goes, without copies.
+  virtual Status allReduceSum(DType Type, const void *Send, void *Recv,
+                              size_t Count) = 0;
   /// Copies the \p Bytes at \p Buf of process \p Root to \p Buf of every
   /// other process.
   virtual Status broadcast(void *Buf, size_t Bytes, int Root) = 0;

@@ -83,20 +83,24 @@ public:
     return V;
   }
 
-  Status allReduceSum(DType Type, void *Buf, size_t Count) override {
+  using ProcessGroup::allReduceSum;
+  Status allReduceSum(DType Type, const void *Send, void *Recv,
+                      size_t Count) override {
     MDRT_RETURN_IF_ERROR(checkSummable(Type));
     std::lock_guard<std::mutex> L(M);
     size_t Elt = dtypeSize(Type);
     size_t PieceElts = MaxPieceBytes / Elt;
-    uint8_t *P = static_cast<uint8_t *>(Buf);
+    const uint8_t *S = static_cast<const uint8_t *>(Send);
+    uint8_t *R = static_cast<uint8_t *>(Recv);
     // Every rank cuts the buffer into the same pieces, so the calls match.
     for (size_t Off = 0; Off < Count; Off += PieceElts) {
       size_t N = std::min(PieceElts, Count - Off);
       // Two processes: each element is one addition, the same whichever
       // rank does it, so MPI's own all-reduce (which may copy less) gives
       // the rank-order sum on both.
-      MDRT_RETURN_IF_ERROR(size() == 2 ? reduceTwo(Type, P + Off * Elt, N)
-                                       : reducePiece(Type, P + Off * Elt, N));
+      MDRT_RETURN_IF_ERROR(
+          size() == 2 ? reduceTwo(Type, S + Off * Elt, R + Off * Elt, N)
+                      : reducePiece(Type, S + Off * Elt, R + Off * Elt, N));
     }
     return Status::ok();
   }
@@ -143,17 +147,21 @@ private:
   }
 
   /// MPI_Allreduce of at most MaxPieceBytes, for two processes.
-  Status reduceTwo(DType Type, uint8_t *Buf, size_t Count) {
+  Status reduceTwo(DType Type, const uint8_t *Send, uint8_t *Buf,
+                   size_t Count) {
     MPI_Datatype T = Type == DType::Float32   ? MPI_FLOAT
                      : Type == DType::Float64 ? MPI_DOUBLE
                      : Type == DType::Int32   ? MPI_INT32_T
                                               : MPI_INT64_T;
-    return comm(MPI_Allreduce(MPI_IN_PLACE, Buf, int(Count), T, MPI_SUM, Comm),
+    return comm(MPI_Allreduce(Send == Buf ? MPI_IN_PLACE : Send, Buf,
+                              int(Count), T, MPI_SUM, Comm),
                 "MPI_Allreduce");
   }
 
-  /// One reduce-scatter and all-gather of at most MaxPieceBytes.
-  Status reducePiece(DType Type, uint8_t *Buf, size_t Count) {
+  /// One reduce-scatter (from \p Send) and all-gather (into \p Buf) of
+  /// at most MaxPieceBytes.
+  Status reducePiece(DType Type, const uint8_t *Send, uint8_t *Buf,
+                     size_t Count) {
     size_t Elt = dtypeSize(Type);
     int W = size();
     Counts.resize(size_t(W));
@@ -171,7 +179,7 @@ private:
     for (int R = 0; R < W; ++R)
       MineDispls[size_t(R)] = int(size_t(R) * Mine);
     MDRT_RETURN_IF_ERROR(
-        comm(MPI_Alltoallv(Buf, Counts.data(), Displs.data(), MPI_BYTE,
+        comm(MPI_Alltoallv(Send, Counts.data(), Displs.data(), MPI_BYTE,
                            Scratch.data(), MineCounts.data(), MineDispls.data(),
                            MPI_BYTE, Comm),
              "MPI_Alltoallv"));

@@ -368,9 +368,11 @@ public:
       : ProcessGroup(Inner->rank(), Inner->size()), Inner(std::move(Inner)) {}
   std::string transport() const override { return "slow"; }
   int localSize() const override { return Inner->localSize(); }
-  Status allReduceSum(DType Type, void *Buf, size_t Count) override {
+  using ProcessGroup::allReduceSum;
+  Status allReduceSum(DType Type, const void *Send, void *Buf,
+                      size_t Count) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return Inner->allReduceSum(Type, Buf, Count);
+    return Inner->allReduceSum(Type, Send, Buf, Count);
   }
   Status broadcast(void *Buf, size_t Bytes, int Root) override {
     return Inner->broadcast(Buf, Bytes, Root);

@@ -91,21 +91,37 @@ TEST(ProcessTest, SumInOrderIsALeftFold) {
   EXPECT_EQ(X[1], 22);
 }
 
-template <typename T> void checkAllReduce(DType Type) {
+/// In place, and (\p Apart) from one buffer into another, which leaves
+/// the first as it was. One rank: the single-process group.
+template <typename T> void checkAllReduce(DType Type, bool Apart) {
   for (int Ranks : {1, 2, 3, 5})
     for (size_t Count : {size_t(0), size_t(1), size_t(Ranks - 1), size_t(1000),
                          size_t(1001)}) {
-      auto Groups = createThreadProcessGroups(Ranks);
+      std::vector<std::unique_ptr<ProcessGroup>> Groups;
+      if (Ranks == 1)
+        Groups.push_back(createSingleProcessGroup());
+      else
+        Groups = createThreadProcessGroups(Ranks);
       std::vector<std::vector<T>> Bufs(static_cast<size_t>(Ranks));
+      std::vector<std::vector<T>> Sent(static_cast<size_t>(Ranks));
       std::vector<Status> Results(static_cast<size_t>(Ranks));
       onThreads(Groups, [&](int R, ProcessGroup &G) {
-        Bufs[size_t(R)] = valuesOf<T>(R, Count);
-        Results[size_t(R)] =
-            G.allReduceSum(Type, Bufs[size_t(R)].data(), Count);
+        if (Apart) {
+          Sent[size_t(R)] = valuesOf<T>(R, Count);
+          Bufs[size_t(R)].assign(Count, T(-3));
+          Results[size_t(R)] = G.allReduceSum(Type, Sent[size_t(R)].data(),
+                                              Bufs[size_t(R)].data(), Count);
+        } else {
+          Bufs[size_t(R)] = valuesOf<T>(R, Count);
+          Results[size_t(R)] =
+              G.allReduceSum(Type, Bufs[size_t(R)].data(), Count);
+        }
       });
       std::vector<T> Want = rankOrderSum<T>(Ranks, Count);
       for (int R = 0; R < Ranks; ++R) {
         ASSERT_TRUE(Results[size_t(R)].isOk()) << Results[size_t(R)].message();
+        if (Apart)
+          EXPECT_EQ(Sent[size_t(R)], valuesOf<T>(R, Count)) << "rank " << R;
         // Bit for bit: every rank gets the rank-order sum.
         EXPECT_EQ(0, Count ? std::memcmp(Bufs[size_t(R)].data(), Want.data(),
                                          Count * sizeof(T))
@@ -116,13 +132,16 @@ template <typename T> void checkAllReduce(DType Type) {
 }
 
 TEST(ProcessTest, AllReduceSumsInRankOrderFloat32) {
-  checkAllReduce<float>(DType::Float32);
+  checkAllReduce<float>(DType::Float32, false);
+  checkAllReduce<float>(DType::Float32, true);
 }
 TEST(ProcessTest, AllReduceSumsInRankOrderFloat64) {
-  checkAllReduce<double>(DType::Float64);
+  checkAllReduce<double>(DType::Float64, false);
+  checkAllReduce<double>(DType::Float64, true);
 }
 TEST(ProcessTest, AllReduceSumsInRankOrderInt64) {
-  checkAllReduce<int64_t>(DType::Int64);
+  checkAllReduce<int64_t>(DType::Int64, false);
+  checkAllReduce<int64_t>(DType::Int64, true);
 }
 
 TEST(ProcessTest, AllReduceRejectsBool) {
@@ -180,54 +199,105 @@ TEST(ProcessTest, MeanOverProcesses) {
     EXPECT_EQ(V[size_t(R)], (std::vector<double>{1.0, 3.0}));
 }
 
-/// Two processes of two CPU participants each: every output is the sum of
-/// each process's participants (in participant order), then of the
-/// processes (in rank order); float32 and float64 tensors in one bucket.
-TEST(ProcessTest, HostCollectiveSpansProcesses) {
-  constexpr int Procs = 2, Parts = 2;
-  const size_t N32 = 37, N64 = 5;
+/// \p Procs processes of \p Parts CPU participants each (queued when
+/// \p Queued): every output is the sum of each process's participants (in
+/// participant order), then of the processes (in rank order). Small and
+/// large (crossing processes from the outputs, or, one participant
+/// blocking, from the inputs) tensors of both float types in one bucket.
+void checkHostCollective(int Procs, int Parts, bool Queued) {
+  SCOPED_TRACE(std::to_string(Procs) + " processes of " +
+               std::to_string(Parts) + " participants" +
+               (Queued ? ", queued" : ""));
+  const std::vector<TensorDesc> Types = {
+      {DType::Float32, {37}}, {DType::Float32, {70000}}, {DType::Float32, {5}},
+      {DType::Float64, {5}},  {DType::Float64, {40000}}, {DType::Float64, {3}}};
   auto Groups = createThreadProcessGroups(Procs);
+  std::vector<std::unique_ptr<CollectiveQueue>> Queues;
   std::vector<std::unique_ptr<Device>> Devs;
   for (int I = 0; I < Procs * Parts; ++I)
     Devs.push_back(createCpuDevice("cpu" + std::to_string(I), 1));
   std::vector<std::unique_ptr<CollectiveGroup>> Colls;
-  for (int P = 0; P < Procs; ++P)
-    Colls.push_back(createHostCollective(Parts, Groups[size_t(P)].get()));
-  // Inputs and outputs of participant (process P, participant Q).
-  auto InF = [&](int P, int Q) { return valuesOf<float>(P * Parts + Q, N32); };
-  auto InD = [&](int P, int Q) { return valuesOf<double>(P * Parts + Q, N64); };
-  std::vector<std::vector<float>> OutF(Procs * Parts, std::vector<float>(N32));
-  std::vector<std::vector<double>> OutD(Procs * Parts,
-                                        std::vector<double>(N64));
+  for (int P = 0; P < Procs; ++P) {
+    Queues.push_back(Queued ? std::make_unique<CollectiveQueue>() : nullptr);
+    Colls.push_back(createHostCollective(
+        unsigned(Parts), Groups[size_t(P)].get(), Queues.back().get()));
+  }
+  // Participant I's tensor T: values seeded by I and T, float32 or float64
+  // (both kept as doubles here, converted when passed).
+  auto Values = [&](int I, size_t T) {
+    return valuesOf<double>(I * 16 + int(T), size_t(Types[T].numElements()));
+  };
+  std::vector<std::vector<std::vector<uint8_t>>> Ins(Procs * Parts),
+      Outs(Procs * Parts);
+  for (int I = 0; I < Procs * Parts; ++I)
+    for (size_t T = 0; T < Types.size(); ++T) {
+      std::vector<double> V = Values(I, T);
+      size_t Bytes = Types[T].bytes();
+      Ins[size_t(I)].emplace_back(Bytes);
+      Outs[size_t(I)].emplace_back(Bytes, 0xee);
+      for (size_t E = 0; E < V.size(); ++E)
+        if (Types[T].Type == DType::Float32)
+          reinterpret_cast<float *>(Ins[size_t(I)][T].data())[E] = float(V[E]);
+        else
+          reinterpret_cast<double *>(Ins[size_t(I)][T].data())[E] = V[E];
+    }
   std::vector<std::thread> Threads;
-  std::vector<TensorDesc> Types = {{DType::Float32, {int64_t(N32)}},
-                                   {DType::Float64, {int64_t(N64)}}};
   for (int P = 0; P < Procs; ++P)
     for (int Q = 0; Q < Parts; ++Q)
       Threads.emplace_back([&, P, Q] {
-        std::vector<float> F = InF(P, Q);
-        std::vector<double> D = InD(P, Q);
         int I = P * Parts + Q;
-        Colls[size_t(P)]->allReduce(
-            unsigned(Q), *Devs[size_t(I)], {F.data(), D.data()},
-            {OutF[size_t(I)].data(), OutD[size_t(I)].data()}, Types);
+        std::vector<const void *> In;
+        std::vector<void *> Out;
+        for (size_t T = 0; T < Types.size(); ++T) {
+          In.push_back(Ins[size_t(I)][T].data());
+          Out.push_back(Outs[size_t(I)][T].data());
+        }
+        Colls[size_t(P)]->allReduce(unsigned(Q), *Devs[size_t(I)], In, Out,
+                                    Types);
+        Colls[size_t(P)]->finish(unsigned(Q));
       });
   for (std::thread &T : Threads)
     T.join();
-  std::vector<float> WantF(N32);
-  std::vector<double> WantD(N64);
-  for (size_t E = 0; E < N32; ++E)
-    WantF[E] = (InF(0, 0)[E] + InF(0, 1)[E]) + (InF(1, 0)[E] + InF(1, 1)[E]);
-  for (size_t E = 0; E < N64; ++E)
-    WantD[E] = (InD(0, 0)[E] + InD(0, 1)[E]) + (InD(1, 0)[E] + InD(1, 1)[E]);
-  for (int I = 0; I < Procs * Parts; ++I) {
-    EXPECT_EQ(0, std::memcmp(OutF[size_t(I)].data(), WantF.data(),
-                             N32 * sizeof(float)))
-        << "participant " << I;
-    EXPECT_EQ(0, std::memcmp(OutD[size_t(I)].data(), WantD.data(),
-                             N64 * sizeof(double)))
-        << "participant " << I;
+  for (size_t T = 0; T < Types.size(); ++T) {
+    size_t Count = size_t(Types[T].numElements());
+    bool F32 = Types[T].Type == DType::Float32;
+    // In the tensor's type: participants, then processes, left to right.
+    std::vector<double> Want(Count);
+    std::vector<float> WantF(Count);
+    for (int P = 0; P < Procs; ++P) {
+      std::vector<double> D(Count);
+      std::vector<float> F(Count);
+      for (int Q = 0; Q < Parts; ++Q) {
+        std::vector<double> V = Values(P * Parts + Q, T);
+        for (size_t E = 0; E < Count; ++E) {
+          D[E] = Q == 0 ? V[E] : D[E] + V[E];
+          F[E] = Q == 0 ? float(V[E]) : F[E] + float(V[E]);
+        }
+      }
+      for (size_t E = 0; E < Count; ++E) {
+        Want[E] = P == 0 ? D[E] : Want[E] + D[E];
+        WantF[E] = P == 0 ? F[E] : WantF[E] + F[E];
+      }
+    }
+    const void *W = F32 ? static_cast<const void *>(WantF.data())
+                        : static_cast<const void *>(Want.data());
+    for (int I = 0; I < Procs * Parts; ++I)
+      EXPECT_EQ(0, std::memcmp(Outs[size_t(I)][T].data(), W, Types[T].bytes()))
+          << "participant " << I << ", tensor " << T;
   }
+}
+
+TEST(ProcessTest, HostCollectiveSpansProcesses) {
+  for (int Procs : {2, 3})
+    for (int Parts : {1, 2})
+      for (bool Queued : {false, true})
+        checkHostCollective(Procs, Parts, Queued);
+}
+
+/// Without processes to span, small and large tensors are the sums of the
+/// participants.
+TEST(ProcessTest, HostCollectiveWithinAProcess) {
+  checkHostCollective(1, 3, false);
 }
 
 } // namespace
@@ -243,14 +313,16 @@ public:
       : ProcessGroup(Inner->rank(), Inner->size()), Inner(std::move(Inner)) {}
   std::string transport() const override { return "gated"; }
   int localSize() const override { return Inner->localSize(); }
-  Status allReduceSum(DType Type, void *Buf, size_t Count) override {
+  using ProcessGroup::allReduceSum;
+  Status allReduceSum(DType Type, const void *Send, void *Buf,
+                      size_t Count) override {
     {
       std::unique_lock<std::mutex> L(M);
       ++Entered;
       CV.notify_all();
       CV.wait(L, [&] { return Open; });
     }
-    return Inner->allReduceSum(Type, Buf, Count);
+    return Inner->allReduceSum(Type, Send, Buf, Count);
   }
   Status broadcast(void *Buf, size_t Bytes, int Root) override {
     return Inner->broadcast(Buf, Bytes, Root);
