@@ -8,7 +8,9 @@
 // of one process meet at a barrier and the last to arrive adds their
 // tensors in host memory. Across processes, that sum is then added to the
 // other processes' (ProcessGroup::allReduceSum) before the outputs are
-// written. That second part can leave the device threads: a
+// written: a large tensor in a call of its own, in place in its first
+// participant's output (or from its input to its output), small ones
+// packed in a host buffer. That second part can leave the device threads: a
 // CollectiveQueue runs it on a thread of its own, in the order the
 // collectives were reached, so that a bucket's gradients travel while the
 // backward pass goes on computing the next bucket's.

@@ -163,6 +163,9 @@ private:
 /// processes, the collective spans them: each process's sum is added to
 /// the others' (ProcessGroup::allReduceSum) before the outputs are written,
 /// and every process must run the group's collectives in the same order.
+/// Tensors of 256 KiB or more cross in a call each, summed in the first
+/// participant's output when every participant is a CPU; smaller ones are
+/// packed in a host buffer.
 ///
 /// With \p Queue too (CPU participants only), the group is asynchronous:
 /// the last participant to arrive adds this process's tensors into a host
