@@ -21,7 +21,12 @@ the all-reduce across processes, time per step of `procs` over `alone`
 (1.0: free), and what overlapping it gains, `procs` over `overlap` and
 over `yield` (> 1: overlapping is faster). The load average is printed; compare numbers from one run.
 
+With --baseline=MDRUN (another build's mdrun, e.g. of an older commit),
+`base` and `base-overlap` run `procs` and `overlap` with it, and the
+ratios say how much faster this build's are (> 1: this build).
+
   bench/processes.py [--procs=2] [--reps=3] [--models=mlp,cnn]
+                     [--baseline=MDRUN]
 """
 import argparse
 import os
@@ -90,14 +95,17 @@ def main():
     p.add_argument("--procs", type=int, default=2)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--models", default="mlp,cnn")
+    p.add_argument("--baseline", default="")
     a = p.parse_args()
+    if a.baseline and not os.access(a.baseline, os.X_OK):
+        sys.exit(f"processes.py: '{a.baseline}' is not an executable")
     if not os.path.isdir(DATA):
         sys.exit(f"processes.py: no {DATA} (Debian: dataset-fashion-mnist)")
     mdrun = tool("mdrun")
     load = os.getloadavg()
     print(f"# {a.procs} processes, {a.reps} reps interleaved, load average "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"{'model':>5} {'config':>6} {'batch':>6} {'ms/step':>8} "
+    print(f"{'model':>5} {'config':>12} {'batch':>6} {'ms/step':>8} "
           f"{'examples/s':>11}")
     for name in a.models.split(","):
         model, batch, steps = MODELS[name]
@@ -105,9 +113,9 @@ def main():
             plans = compile_plans(tmp, model, batch, a.procs)
             common = [f"--data={DATA}", f"--steps={steps}", "--no-eval",
                       "--no-shuffle", "--log-every=0", "--no-progress"]
-            def procs(mode, mca=()):
+            def procs(mode, mca=(), binary=mdrun):
                 return (mpirun() + list(mca) +
-                        ["-n", str(a.procs), mdrun, plans["procs"],
+                        ["-n", str(a.procs), binary, plans["procs"],
                          "--threads=1", f"--overlap={mode}"] + common)
             cmds = {
                 "one": [mdrun, plans["one"], f"--threads={a.procs}"] + common,
@@ -116,6 +124,9 @@ def main():
                 "overlap": procs("on"),
                 "yield": procs("on", ["--mca", "mpi_yield_when_idle", "1"]),
             }
+            if a.baseline:
+                cmds["base"] = procs("off", binary=a.baseline)
+                cmds["base-overlap"] = procs("on", binary=a.baseline)
             times = {k: [] for k in cmds}
             rates = {k: [] for k in cmds}
             for r in range(a.reps):
@@ -127,7 +138,7 @@ def main():
             med = {k: statistics.median(v) for k, v in times.items()}
             for k in cmds:
                 b = batch // a.procs if k == "alone" else batch
-                print(f"{name:>5} {k:>6} {b:>6} {med[k]:>8.3f} "
+                print(f"{name:>5} {k:>12} {b:>6} {med[k]:>8.3f} "
                       f"{statistics.median(rates[k]):>11.0f}")
             print(f"{name:>5} speed-up of {a.procs} processes over one "
                   f"process of {a.procs} threads: {med['one'] / med['procs']:.2f}; "
@@ -136,6 +147,10 @@ def main():
                   f"blocking all-reduces over overlapped: "
                   f"{med['procs'] / med['overlap']:.2f}, over overlapped "
                   f"and yielding: {med['procs'] / med['yield']:.2f}")
+            if a.baseline:
+                print(f"{name:>5} baseline over this build: blocking "
+                      f"{med['base'] / med['procs']:.2f}, overlapped "
+                      f"{med['base-overlap'] / med['overlap']:.2f}")
 
 
 if __name__ == "__main__":
