@@ -28,6 +28,29 @@ using namespace mdrt;
 
 namespace {
 
+int hardwareCpus() {
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+/// The number of CPUs this process may run on.
+int allowedCpus() {
+#ifdef __linux__
+  cpu_set_t Set;
+  CPU_ZERO(&Set);
+  if (sched_getaffinity(0, sizeof(Set), &Set) == 0)
+    return CPU_COUNT(&Set);
+#endif
+  return hardwareCpus();
+}
+
+/// The CPUs this process has to itself: those it may run on, unless the
+/// machine's processes of the run have fewer each (an unbound launch of
+/// several processes on one machine); 0 when they have less than one.
+int cpusPerProcess(const ProcessGroup *Processes) {
+  int Local = Processes ? std::max(1, Processes->localSize()) : 1;
+  return std::min(allowedCpus(), hardwareCpus() / Local);
+}
+
 uint64_t nowNs() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now().time_since_epoch())
@@ -299,9 +322,8 @@ struct Executor::Impl {
 };
 
 Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
-  int Threads = Opts.Threads > 0
-                    ? Opts.Threads
-                    : int(std::max(1u, std::thread::hardware_concurrency()));
+  int Threads = Opts.Threads > 0 ? Opts.Threads
+                                 : std::max(1, cpusPerProcess(Opts.Processes));
   int Gpus = -1;
   if (!Opts.GpuMap.empty())
     for (const fb::Device *D : *P->devices()) {
@@ -595,17 +617,6 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
   return Status::ok();
 }
 
-/// The number of CPUs this process may run on.
-static int allowedCpus() {
-#ifdef __linux__
-  cpu_set_t Set;
-  CPU_ZERO(&Set);
-  if (sched_getaffinity(0, sizeof(Set), &Set) == 0)
-    return CPU_COUNT(&Set);
-#endif
-  return int(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 /// Sets OverlapOn from the options and the machine; says why for a note
 /// ("" when the plan has no all-reduces across processes).
 std::string Executor::Impl::chooseOverlap() {
@@ -630,14 +641,10 @@ std::string Executor::Impl::chooseOverlap() {
   for (const auto &D : Devices)
     if (D->kind() == DeviceKind::CPU)
       Threads += D->threads();
-  // The CPUs this process may run on, unless the machine's processes have
-  // fewer each (an unbound launch of more processes than cores).
-  int Hardware = int(std::max(1u, std::thread::hardware_concurrency()));
-  int Cpus = std::min(allowedCpus(),
-                      Hardware / std::max(1, Opts.Processes->localSize()));
+  int Cpus = cpusPerProcess(Opts.Processes);
   OverlapOn = Cpus > Threads;
   std::string Counts =
-      Cpus == 0 ? std::to_string(Hardware) + " CPUs for " +
+      Cpus == 0 ? std::to_string(hardwareCpus()) + " CPUs for " +
                       std::to_string(Opts.Processes->localSize()) +
                       " processes on this machine"
                 : std::to_string(Cpus) + " CPU" + (Cpus == 1 ? "" : "s") +

@@ -208,7 +208,7 @@ static int mdrunMain(int argc, char **argv) {
          T.Seed = uint64_t(I64);
          return Ok;
        }},
-      {"threads", "N", "threads per device (all cores)",
+      {"threads", "N", "threads per device (the process's CPUs)",
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 1, INT_MAX);
          T.Exec.Threads = int(I64);

@@ -44,7 +44,9 @@ enum class OverlapMode {
 };
 
 struct ExecutorOptions {
-  /// Intra-op threads per device (0: all hardware threads).
+  /// Intra-op threads per device (0: the CPUs the process may run on, or
+  /// its share of the machine's when several processes of the run share
+  /// it unbound).
   int Threads = 0;
   /// The run seed: variable initial values and dropout masks derive from it.
   uint64_t Seed = 0;

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -523,4 +524,30 @@ TEST(CrossProcessPlanTest, OverlapIsChosenAndNoted) {
                       "overlap anyway)"),
             std::string::npos)
       << Auto;
+}
+
+/// By default a device has as many intra-op threads as the process has
+/// CPUs to itself (its affinity mask, and its share of the machine's among
+/// the run's processes there: the two thread groups count as two processes
+/// of this machine), which leaves no core to spare for overlapping.
+TEST(CrossProcessPlanTest, DefaultThreadsAreTheProcesssShare) {
+  auto Groups = createThreadProcessGroups(2);
+  ExecutorOptions O;
+  O.Processes = Groups[0].get();
+  auto E = Executor::create(readerPlan(0, false), O);
+  ASSERT_TRUE(E.isOk()) << E.status().message();
+  std::string Note;
+  for (const std::string &N : (*E)->notes())
+    if (N.rfind("all-reduces across processes", 0) == 0)
+      Note = N;
+  std::smatch M;
+  ASSERT_TRUE(std::regex_search(
+      Note, M,
+      std::regex("block their device \\(no core to spare: ([0-9]+) CPUs? per "
+                 "process for ([0-9]+) intra-op threads?;|block their device "
+                 "\\(no core to spare: [0-9]+ CPUs for 2 processes on this "
+                 "machine;")))
+      << Note;
+  if (M[1].matched)
+    EXPECT_EQ(M[1].str(), M[2].str()) << Note;
 }
