@@ -43,12 +43,12 @@ int allowedCpus() {
   return hardwareCpus();
 }
 
-/// The CPUs this process has to itself: those it may run on, unless the
-/// machine's processes of the run have fewer each (an unbound launch of
-/// several processes on one machine); 0 when they have less than one.
+/// The CPUs this process has to itself: those it may run on, shared with
+/// the run's other processes that may run on them too (an unbound launch
+/// of several processes on one machine); 0 when it has less than one.
 int cpusPerProcess(const ProcessGroup *Processes) {
-  int Local = Processes ? std::max(1, Processes->localSize()) : 1;
-  return std::min(allowedCpus(), hardwareCpus() / Local);
+  int Sharers = Processes ? std::max(1, Processes->cpuSharers()) : 1;
+  return allowedCpus() / Sharers;
 }
 
 uint64_t nowNs() {
@@ -257,6 +257,9 @@ struct Executor::Impl {
   /// and whether they may.
   std::unique_ptr<CollectiveQueue> Queue;
   bool OverlapOn = false;
+  /// Programs that could not overlap: a GPU takes part in their sums
+  /// across processes.
+  std::vector<std::string> GpuBlocked;
 
   // Cross-device waits.
   uint64_t RunId = 0;
@@ -514,6 +517,8 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       if (C->replicas() > 1)
         for (uint32_t D : *C->devices())
           Overlap &= Devices[D]->kind() == DeviceKind::CPU;
+  if (OverlapOn && !Overlap)
+    GpuBlocked.push_back(Prog.Name);
   if (FP.collectives())
     for (const fb::Collective *C : *FP.collectives()) {
       std::vector<Device *> Devs;
@@ -644,12 +649,13 @@ std::string Executor::Impl::chooseOverlap() {
   int Cpus = cpusPerProcess(Opts.Processes);
   OverlapOn = Cpus > Threads;
   std::string Counts =
-      Cpus == 0 ? std::to_string(hardwareCpus()) + " CPUs for " +
-                      std::to_string(Opts.Processes->localSize()) +
-                      " processes on this machine"
-                : std::to_string(Cpus) + " CPU" + (Cpus == 1 ? "" : "s") +
-                      " per process for " + std::to_string(Threads) +
-                      " intra-op thread" + (Threads == 1 ? "" : "s");
+      Cpus == 0
+          ? std::to_string(allowedCpus()) +
+                (allowedCpus() == 1 ? " CPU" : " CPUs") + " for " +
+                std::to_string(Opts.Processes->cpuSharers()) + " processes"
+          : std::to_string(Cpus) + " CPU" + (Cpus == 1 ? "" : "s") +
+                " per process for " + std::to_string(Threads) +
+                " intra-op thread" + (Threads == 1 ? "" : "s");
   return OverlapOn ? "a core to spare: " + Counts
                    : "no core to spare: " + Counts + "; --overlap=on to " +
                          "overlap anyway";
@@ -954,12 +960,19 @@ Executor::create(std::shared_ptr<const PlanFile> Plan,
   for (const fb::Program *FP : *I.P->programs())
     MDRT_RETURN_IF_ERROR(I.createProgram(*FP));
   if (!OverlapNote.empty()) {
-    bool GpuBlocks = I.OverlapOn && !I.Queue;
-    E->Notes.push_back("all-reduces across processes " +
-                       (I.Queue ? std::string("overlap the computation")
-                                : std::string("block their device")) +
-                       (GpuBlocks ? " (their devices include a GPU)"
-                                  : " (" + OverlapNote + ")"));
+    std::string Note = "all-reduces across processes ";
+    if (!I.Queue)
+      Note += "block their device (" +
+              (I.GpuBlocked.empty() ? OverlapNote
+                                    : std::string("their devices include a "
+                                                  "GPU")) +
+              ")";
+    else
+      Note += "overlap the computation (" + OverlapNote + ")";
+    if (I.Queue && !I.GpuBlocked.empty())
+      Note += ", except in program '" + I.GpuBlocked.front() +
+              "', where a GPU takes part in them";
+    E->Notes.push_back(Note);
   }
   I.RunErrors.assign(I.Devices.size(), Status::ok());
   if (Opts.CudaGraph) {

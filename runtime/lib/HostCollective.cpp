@@ -191,6 +191,8 @@ private:
   }
 
   template <typename T> void sumInto(size_t I, size_t Count, void *Dst) {
+    if (Count == 0)
+      return; // Dst may be null: an empty host buffer.
     T *Acc = static_cast<T *>(Dst);
     for (unsigned P = 0; P < N; ++P) {
       const T *Src = static_cast<const T *>(stage(P, I, Count * sizeof(T)));

@@ -174,8 +174,8 @@ public:
       : ProcessGroup(Rank, Hub->Size), Hub(std::move(Hub)) {}
 
   std::string transport() const override { return "threads"; }
-  /// The threads share one machine.
-  int localSize() const override { return size(); }
+  /// The threads share the process's CPUs.
+  int cpuSharers() const override { return size(); }
 
   using ProcessGroup::allReduceSum;
   Status allReduceSum(DType Type, const void *Send, void *Recv,

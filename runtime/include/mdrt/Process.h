@@ -45,9 +45,10 @@ public:
   int size() const { return Size; }
   /// What carries the messages, for notes: "one process", "MPI (...)".
   virtual std::string transport() const = 0;
-  /// How many of the group's processes run on this process's machine
-  /// (this one included): they share its cores.
-  virtual int localSize() const { return 1; }
+  /// How many of the group's processes may run on some of the CPUs this
+  /// one may run on (this one included): the processes of its machine
+  /// whose affinity masks meet its own.
+  virtual int cpuSharers() const { return 1; }
 
   /// Replaces the \p Count elements of \p Type at \p Buf with their sums
   /// over the processes, added in rank order (see the file comment).

@@ -25,10 +25,17 @@
 
 #include <mpi.h>
 
+#ifdef __linux__
+#include <sched.h>
+#endif
+
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <vector>
 
 using namespace mdrt;
 
@@ -58,12 +65,11 @@ Status check(int Code, const char *What) {
 
 class MpiProcessGroup : public ProcessGroup {
 public:
-  MpiProcessGroup(int Rank, int Size, MPI_Comm Comm, bool Finalize,
-                  int LocalSize)
+  MpiProcessGroup(int Rank, int Size, MPI_Comm Comm, bool Finalize, int Sharers)
       : ProcessGroup(Rank, Size), Comm(Comm), Finalize(Finalize),
-        LocalSize(LocalSize) {}
+        Sharers(Sharers) {}
 
-  int localSize() const override { return LocalSize; }
+  int cpuSharers() const override { return Sharers; }
 
   ~MpiProcessGroup() override {
     MPI_Comm_free(&Comm);
@@ -153,8 +159,12 @@ private:
                      : Type == DType::Float64 ? MPI_DOUBLE
                      : Type == DType::Int32   ? MPI_INT32_T
                                               : MPI_INT64_T;
-    return comm(MPI_Allreduce(Send == Buf ? MPI_IN_PLACE : Send, Buf,
-                              int(Count), T, MPI_SUM, Comm),
+    // MPI_IN_PLACE must be given by every process or by none, and whether
+    // another process sums from a buffer of its own is its own business:
+    // always in place.
+    if (Send != Buf && Count)
+      std::memcpy(Buf, Send, Count * dtypeSize(Type));
+    return comm(MPI_Allreduce(MPI_IN_PLACE, Buf, int(Count), T, MPI_SUM, Comm),
                 "MPI_Allreduce");
   }
 
@@ -194,7 +204,7 @@ private:
 
   MPI_Comm Comm;
   bool Finalize;
-  int LocalSize;
+  int Sharers;
   std::mutex M;
   std::vector<int> Counts, Displs, MineCounts, MineDispls;
   std::vector<uint8_t> Scratch;
@@ -229,14 +239,32 @@ mdrt::createMpiProcessGroup(int &Argc, char **&Argv) {
   int Rank = 0, Size = 1;
   MPI_Comm_rank(Comm, &Rank);
   MPI_Comm_size(Comm, &Size);
-  // The processes that share this one's memory: its machine's.
-  int LocalSize = 1;
+  // The processes of this machine (they share its memory) that may run on
+  // some of this one's CPUs: their affinity masks meet this one's.
+  int Sharers = 1;
   MPI_Comm Local;
   if (MPI_Comm_split_type(Comm, MPI_COMM_TYPE_SHARED, Rank, MPI_INFO_NULL,
                           &Local) == MPI_SUCCESS) {
+    int LocalSize = 1;
     MPI_Comm_size(Local, &LocalSize);
+    Sharers = LocalSize;
+#ifdef __linux__
+    cpu_set_t Mine;
+    CPU_ZERO(&Mine);
+    std::vector<cpu_set_t> All(static_cast<size_t>(LocalSize));
+    if (sched_getaffinity(0, sizeof(Mine), &Mine) == 0 &&
+        MPI_Allgather(&Mine, int(sizeof(Mine)), MPI_BYTE, All.data(),
+                      int(sizeof(Mine)), MPI_BYTE, Local) == MPI_SUCCESS) {
+      Sharers = 0;
+      for (cpu_set_t &Other : All) {
+        cpu_set_t Both;
+        CPU_AND(&Both, &Mine, &Other);
+        Sharers += CPU_COUNT(&Both) > 0;
+      }
+    }
+#endif
     MPI_Comm_free(&Local);
   }
   return std::unique_ptr<ProcessGroup>(
-      new MpiProcessGroup(Rank, Size, Comm, Finalize, LocalSize));
+      new MpiProcessGroup(Rank, Size, Comm, Finalize, std::max(1, Sharers)));
 }

@@ -120,8 +120,9 @@ template <typename T> void checkAllReduce(DType Type, bool Apart) {
       std::vector<T> Want = rankOrderSum<T>(Ranks, Count);
       for (int R = 0; R < Ranks; ++R) {
         ASSERT_TRUE(Results[size_t(R)].isOk()) << Results[size_t(R)].message();
-        if (Apart)
+        if (Apart) {
           EXPECT_EQ(Sent[size_t(R)], valuesOf<T>(R, Count)) << "rank " << R;
+        }
         // Bit for bit: every rank gets the rank-order sum.
         EXPECT_EQ(0, Count ? std::memcmp(Bufs[size_t(R)].data(), Want.data(),
                                          Count * sizeof(T))
@@ -204,21 +205,57 @@ TEST(ProcessTest, MeanOverProcesses) {
 /// participant order), then of the processes (in rank order). Small and
 /// large (crossing processes from the outputs, or, one participant
 /// blocking, from the inputs) tensors of both float types in one bucket.
-void checkHostCollective(int Procs, int Parts, bool Queued) {
+/// A device the host collective must stage through host memory (a GPU, as
+/// far as it knows), whose memory is the host's all the same.
+class FakeGpu : public Device {
+public:
+  FakeGpu() : Device("fake-gpu", 1) {}
+  DeviceKind kind() const override { return DeviceKind::GPU; }
+  Status allocate(uint64_t, uint64_t) override { return Status::ok(); }
+  void copyFromHost(void *Dst, const void *Src, size_t Bytes) override {
+    if (Bytes)
+      std::memcpy(Dst, Src, Bytes);
+  }
+  void copyToHost(void *Dst, const void *Src, size_t Bytes) override {
+    if (Bytes)
+      std::memcpy(Dst, Src, Bytes);
+  }
+  void copyFrom(Device &, int, void *Dst, const void *Src,
+                size_t Bytes) override {
+    if (Bytes)
+      std::memcpy(Dst, Src, Bytes);
+  }
+};
+
+/// Processes differ in what is theirs to choose: the last one's first
+/// participant is a (fake) GPU when \p StagedLast, and only the odd ranks
+/// queue when \p Queued is Mixed.
+enum class Queueing { None, All, Mixed };
+void checkHostCollective(int Procs, int Parts, Queueing Queued,
+                         bool StagedLast = false) {
   SCOPED_TRACE(std::to_string(Procs) + " processes of " +
-               std::to_string(Parts) + " participants" +
-               (Queued ? ", queued" : ""));
+               std::to_string(Parts) + " participants, queueing " +
+               std::to_string(int(Queued)) + (StagedLast ? ", staged" : ""));
+  // Small runs of one type, large tensors first, adjacent and between.
   const std::vector<TensorDesc> Types = {
-      {DType::Float32, {37}}, {DType::Float32, {70000}}, {DType::Float32, {5}},
-      {DType::Float64, {5}},  {DType::Float64, {40000}}, {DType::Float64, {3}}};
+      {DType::Float32, {70000}}, {DType::Float32, {37}},
+      {DType::Float32, {11}},    {DType::Float32, {70001}},
+      {DType::Float32, {65536}}, {DType::Float32, {5}},
+      {DType::Float64, {5}},     {DType::Float64, {40000}},
+      {DType::Float64, {3}},     {DType::Float64, {0}}};
   auto Groups = createThreadProcessGroups(Procs);
   std::vector<std::unique_ptr<CollectiveQueue>> Queues;
   std::vector<std::unique_ptr<Device>> Devs;
   for (int I = 0; I < Procs * Parts; ++I)
-    Devs.push_back(createCpuDevice("cpu" + std::to_string(I), 1));
+    if (StagedLast && I == (Procs - 1) * Parts)
+      Devs.push_back(std::make_unique<FakeGpu>());
+    else
+      Devs.push_back(createCpuDevice("cpu" + std::to_string(I), 1));
   std::vector<std::unique_ptr<CollectiveGroup>> Colls;
   for (int P = 0; P < Procs; ++P) {
-    Queues.push_back(Queued ? std::make_unique<CollectiveQueue>() : nullptr);
+    bool Queue =
+        Queued == Queueing::All || (Queued == Queueing::Mixed && P % 2);
+    Queues.push_back(Queue ? std::make_unique<CollectiveQueue>() : nullptr);
     Colls.push_back(createHostCollective(
         unsigned(Parts), Groups[size_t(P)].get(), Queues.back().get()));
   }
@@ -281,23 +318,47 @@ void checkHostCollective(int Procs, int Parts, bool Queued) {
     }
     const void *W = F32 ? static_cast<const void *>(WantF.data())
                         : static_cast<const void *>(Want.data());
-    for (int I = 0; I < Procs * Parts; ++I)
+    for (int I = 0; I < Procs * Parts; ++I) {
+      if (!Types[T].bytes())
+        continue;
       EXPECT_EQ(0, std::memcmp(Outs[size_t(I)][T].data(), W, Types[T].bytes()))
           << "participant " << I << ", tensor " << T;
+      // The inputs are as they were.
+      std::vector<double> V = Values(I, T);
+      for (size_t E = 0; E < Count; ++E) {
+        double Got =
+            F32 ? double(reinterpret_cast<const float *>(
+                      Ins[size_t(I)][T].data())[E])
+                : reinterpret_cast<const double *>(Ins[size_t(I)][T].data())[E];
+        if (Got != (F32 ? double(float(V[E])) : V[E])) {
+          ADD_FAILURE() << "participant " << I << "'s input " << T
+                        << " changed at " << E;
+          break;
+        }
+      }
+    }
   }
 }
 
 TEST(ProcessTest, HostCollectiveSpansProcesses) {
   for (int Procs : {2, 3})
     for (int Parts : {1, 2})
-      for (bool Queued : {false, true})
-        checkHostCollective(Procs, Parts, Queued);
+      for (Queueing Q : {Queueing::None, Queueing::All, Queueing::Mixed})
+        checkHostCollective(Procs, Parts, Q);
+}
+
+/// A process with a staged (GPU) participant keeps its large tensors in the
+/// host buffer, but crosses processes in the same calls as the others.
+TEST(ProcessTest, HostCollectiveStagesSomeProcesses) {
+  for (int Parts : {1, 2})
+    for (Queueing Q : {Queueing::None, Queueing::Mixed})
+      checkHostCollective(3, Parts, Q, /*StagedLast=*/true);
 }
 
 /// Without processes to span, small and large tensors are the sums of the
 /// participants.
 TEST(ProcessTest, HostCollectiveWithinAProcess) {
-  checkHostCollective(1, 3, false);
+  checkHostCollective(1, 3, Queueing::None);
 }
 
 } // namespace
@@ -312,7 +373,7 @@ public:
   explicit GatedGroup(std::unique_ptr<ProcessGroup> Inner)
       : ProcessGroup(Inner->rank(), Inner->size()), Inner(std::move(Inner)) {}
   std::string transport() const override { return "gated"; }
-  int localSize() const override { return Inner->localSize(); }
+  int cpuSharers() const override { return Inner->cpuSharers(); }
   using ProcessGroup::allReduceSum;
   Status allReduceSum(DType Type, const void *Send, void *Buf,
                       size_t Count) override {
