@@ -109,9 +109,10 @@ class CollectiveGroup {
 public:
   virtual ~CollectiveGroup();
   /// Participant \p Participant's part of the group's next round. Returns
-  /// once its inputs \p In have been read; its outputs \p Out are written
-  /// by then too, unless the group is asynchronous, when they are only once
-  /// finish() returns.
+  /// once its inputs \p In have been read; its outputs \p Out hold the
+  /// sums by then too, unless the group is asynchronous, when they hold
+  /// them (and anything before that, e.g. partial sums) only once finish()
+  /// returns.
   virtual void allReduce(unsigned Participant, Device &Dev,
                          const std::vector<const void *> &In,
                          const std::vector<void *> &Out,
