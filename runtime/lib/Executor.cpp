@@ -773,14 +773,17 @@ void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
   bool Trace = Tracing.load(std::memory_order_relaxed);
   if (!Trace && runGraphs(Prog, DevId, Step))
     return;
+  // Waits for the queued sums of collective slot F, traced as a wait.
+  auto FinishSums = [&](uint32_t F) {
+    uint64_t Start = Trace ? nowNs() : 0;
+    Prog.Slots[F].Group->finish(Prog.Slots[F].Participant);
+    if (Trace)
+      this->Trace[DevId].push_back({F, ProgIndex, Start, nowNs(), true});
+  };
   for (uint32_t Id : Prog.PerDevice[DevId]) {
     Slot &S = Prog.Slots[Id];
-    for (uint32_t F : S.Finish) {
-      uint64_t Start = Trace ? nowNs() : 0;
-      Prog.Slots[F].Group->finish(Prog.Slots[F].Participant);
-      if (Trace)
-        this->Trace[DevId].push_back({F, ProgIndex, Start, nowNs(), true});
-    }
+    for (uint32_t F : S.Finish)
+      FinishSums(F);
     for (uint32_t W : S.Waits) {
       waitFor(Prog, W);
       const Slot &From = Prog.Slots[W];
@@ -799,12 +802,8 @@ void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
       signal(Prog, Id);
     }
   }
-  for (uint32_t F : Prog.FinishAtEnd[DevId]) {
-    uint64_t Start = Trace ? nowNs() : 0;
-    Prog.Slots[F].Group->finish(Prog.Slots[F].Participant);
-    if (Trace)
-      this->Trace[DevId].push_back({F, ProgIndex, Start, nowNs(), true});
-  }
+  for (uint32_t F : Prog.FinishAtEnd[DevId])
+    FinishSums(F);
 }
 
 /// Runs the device's kernel list segment by segment: waits before a

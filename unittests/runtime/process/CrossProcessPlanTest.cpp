@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ForwardingGroup.h"
 #include "mdrt/Executor.h"
 #include "mdrt/Trainer.h"
 
@@ -367,31 +368,16 @@ namespace {
 /// A process group whose sums start late: sums queued without a wait
 /// before their first reader would almost surely be read before they are
 /// written.
-class SlowGroup : public ProcessGroup {
+class SlowGroup : public ForwardingGroup {
 public:
   explicit SlowGroup(std::unique_ptr<ProcessGroup> Inner)
-      : ProcessGroup(Inner->rank(), Inner->size()), Inner(std::move(Inner)) {}
-  std::string transport() const override { return "slow"; }
-  int cpuSharers() const override { return Inner->cpuSharers(); }
+      : ForwardingGroup(std::move(Inner), "slow") {}
   using ProcessGroup::allReduceSum;
   Status allReduceSum(DType Type, const void *Send, void *Buf,
                       size_t Count) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return Inner->allReduceSum(Type, Send, Buf, Count);
+    return ForwardingGroup::allReduceSum(Type, Send, Buf, Count);
   }
-  Status broadcast(void *Buf, size_t Bytes, int Root) override {
-    return Inner->broadcast(Buf, Bytes, Root);
-  }
-  Status allGather(const void *Local, void *All, size_t Bytes) override {
-    return Inner->allGather(Local, All, Bytes);
-  }
-  [[noreturn]] void abort(int Code) override {
-    Inner->abort(Code);
-    std::abort();
-  }
-
-private:
-  std::unique_ptr<ProcessGroup> Inner;
 };
 
 /// One CPU of replica \p Replica of 2: input x (float32[4]), "sum" =

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mdrt/Process.h"
+#include "ForwardingGroup.h"
 #include "mdrt/Device.h"
 
 #include "gtest/gtest.h"
@@ -368,12 +369,10 @@ namespace {
 /// A process group whose sums wait until the test opens a gate, and which
 /// counts them: the cross-process part of an asynchronous collective is
 /// then held back for as long as the test needs.
-class GatedGroup : public ProcessGroup {
+class GatedGroup : public ForwardingGroup {
 public:
   explicit GatedGroup(std::unique_ptr<ProcessGroup> Inner)
-      : ProcessGroup(Inner->rank(), Inner->size()), Inner(std::move(Inner)) {}
-  std::string transport() const override { return "gated"; }
-  int cpuSharers() const override { return Inner->cpuSharers(); }
+      : ForwardingGroup(std::move(Inner), "gated") {}
   using ProcessGroup::allReduceSum;
   Status allReduceSum(DType Type, const void *Send, void *Buf,
                       size_t Count) override {
@@ -383,17 +382,7 @@ public:
       CV.notify_all();
       CV.wait(L, [&] { return Open; });
     }
-    return Inner->allReduceSum(Type, Send, Buf, Count);
-  }
-  Status broadcast(void *Buf, size_t Bytes, int Root) override {
-    return Inner->broadcast(Buf, Bytes, Root);
-  }
-  Status allGather(const void *Local, void *All, size_t Bytes) override {
-    return Inner->allGather(Local, All, Bytes);
-  }
-  [[noreturn]] void abort(int Code) override {
-    Inner->abort(Code);
-    std::abort();
+    return ForwardingGroup::allReduceSum(Type, Send, Buf, Count);
   }
 
   void open() {
@@ -408,7 +397,6 @@ public:
   }
 
 private:
-  std::unique_ptr<ProcessGroup> Inner;
   std::mutex M;
   std::condition_variable CV;
   bool Open = false;
