@@ -6,6 +6,7 @@
 
 #include "mdplan/IR/Attr.h"
 
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
@@ -111,10 +112,30 @@ void Attr::print(raw_ostream &OS) const {
   }
 }
 
+SmallVector<AttrDict::Entry, 0> &AttrDict::mutableEntries() {
+  if (!S)
+    S = makeIntrusiveRefCnt<Storage>();
+  else if (S->isShared()) {
+    auto Own = makeIntrusiveRefCnt<Storage>();
+    Own->Entries.reserve(S->Entries.size());
+    Own->Entries.append(S->Entries.begin(), S->Entries.end());
+    S = std::move(Own);
+  }
+  return S->Entries;
+}
+
+static bool entryBefore(const AttrDict::Entry &E, StringRef N) {
+  return StringRef(E.first) < N;
+}
+
 void AttrDict::set(StringRef Name, Attr Value) {
-  auto It = std::lower_bound(
-      Entries.begin(), Entries.end(), Name,
-      [](const Entry &E, StringRef N) { return StringRef(E.first) < N; });
+  // Setting a shared dictionary's value to what it holds changes nothing
+  // and keeps the storage shared.
+  if (S && S->isShared())
+    if (const Attr *Old = get(Name); Old && *Old == Value)
+      return;
+  SmallVector<Entry, 0> &Entries = mutableEntries();
+  auto It = std::lower_bound(Entries.begin(), Entries.end(), Name, entryBefore);
   if (It != Entries.end() && It->first == Name) {
     It->second = std::move(Value);
     return;
@@ -123,21 +144,23 @@ void AttrDict::set(StringRef Name, Attr Value) {
 }
 
 const Attr *AttrDict::get(StringRef Name) const {
-  auto It = std::lower_bound(
-      Entries.begin(), Entries.end(), Name,
-      [](const Entry &E, StringRef N) { return StringRef(E.first) < N; });
+  ArrayRef<Entry> Entries = entries();
+  auto It = std::lower_bound(Entries.begin(), Entries.end(), Name, entryBefore);
   if (It != Entries.end() && It->first == Name)
     return &It->second;
   return nullptr;
 }
 
 bool AttrDict::erase(StringRef Name) {
+  if (!has(Name))
+    return false;
+  SmallVector<Entry, 0> &Entries = mutableEntries();
   for (auto It = Entries.begin(); It != Entries.end(); ++It)
     if (It->first == Name) {
       Entries.erase(It);
       return true;
     }
-  return false;
+  llvm_unreachable("has() found the attribute");
 }
 
 int64_t AttrDict::getInt(StringRef Name, int64_t Default) const {

@@ -120,8 +120,29 @@ static std::string withArticle(StringRef Noun) {
   return (Vowel ? "an " : "a ") + Noun.str();
 }
 
+/// True when \p A holds every attribute of \p Op, each of its declared
+/// kind and allowed value, and nothing else: complete already.
+static bool isComplete(const OpDef &Op, const AttrDict &A) {
+  if (A.size() != Op.Attrs.size())
+    return false;
+  for (const auto &[Name, Value] : A) {
+    const AttrDef *D = Op.findAttr(Name);
+    if (!D || D->Kind != Value.kind())
+      return false;
+    if (!D->Allowed.empty() &&
+        !llvm::is_contained(D->Allowed, Value.getString()))
+      return false;
+  }
+  // Names are distinct and each is the op's: all of the op's are there.
+  return true;
+}
+
 Error mdplan::verifyAndCompleteAttrs(Node &N) {
   const OpDef &Op = N.getOp();
+  // Most nodes are complete (made by a pass, or checked before): leave
+  // their attributes, and a storage they may share, as they are.
+  if (isComplete(Op, N.attrs()))
+    return Error::success();
   AttrDict Fixed;
   // Every attribute of the op ends up set (given or defaulted).
   Fixed.reserve(Op.Attrs.size());

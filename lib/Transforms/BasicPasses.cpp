@@ -5,11 +5,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "mdplan/Deploy/Placement.h"
+#include "mdplan/IR/DeployState.h"
 #include "mdplan/IR/OpRegistry.h"
 #include "mdplan/IR/Verifier.h"
 #include "mdplan/Transforms/Pass.h"
 #include "mdplan/Transforms/PassUtils.h"
-#include "mdplan/IR/DeployState.h"
 
 using namespace llvm;
 using namespace mdplan;
@@ -22,7 +22,8 @@ public:
   Error run(Graph &G, PassContext &Ctx) override {
     for (const auto &N : G.nodes()) {
       // Attributes were completed when the node was made; check them again
-      // on a copy so the pass changes nothing.
+      // on a copy so the pass changes nothing (the copy shares their
+      // storage, and a complete dictionary is not rebuilt).
       Node &M = *N;
       AttrDict Saved = M.attrs();
       Error E = verifyAndCompleteAttrs(M);
@@ -54,8 +55,8 @@ public:
   Error run(Graph &G, PassContext &Ctx) override {
     for (const auto &E : Ctx.Explain)
       if (!G.lookup(E.getKey()))
-        return makeError("--explain-placement: no node named '" +
-                         E.getKey() + "' after the passes that ran");
+        return makeError("--explain-placement: no node named '" + E.getKey() +
+                         "' after the passes that ran");
     PlacementOptions Opts;
     Opts.TheCluster = Ctx.Config.cluster();
     Opts.SoftPlacement = Ctx.Config.SoftPlacement;

@@ -219,3 +219,62 @@ TEST(AttrDictTest, ReserveKeepsValuesAndOrder) {
   AttrDict Copy = D;
   EXPECT_TRUE(Copy == D);
 }
+
+TEST(AttrDictTest, CopiesShareUntilOneChanges) {
+  AttrDict D;
+  D.set("a", Attr(int64_t(1)));
+  D.set("s", Attr("x"));
+  AttrDict Copy = D;
+  EXPECT_TRUE(Copy.sharesStorageWith(D));
+  // Setting a value to what it holds keeps the storage shared.
+  Copy.set("a", Attr(int64_t(1)));
+  EXPECT_TRUE(Copy.sharesStorageWith(D));
+  // The first change copies; the original keeps its values.
+  const Attr *Before = D.get("s");
+  Copy.set("a", Attr(int64_t(2)));
+  Copy.set("b", Attr(true));
+  EXPECT_FALSE(Copy.sharesStorageWith(D));
+  EXPECT_EQ(D.getInt("a"), 1);
+  EXPECT_FALSE(D.has("b"));
+  EXPECT_EQ(D.get("s"), Before);
+  EXPECT_EQ(Copy.getInt("a"), 2);
+  EXPECT_TRUE(Copy.getBool("b"));
+  EXPECT_EQ(Copy.getString("s"), "x");
+  EXPECT_FALSE(Copy == D);
+  // Erasing from a shared dictionary leaves the other copy whole.
+  AttrDict Third = D;
+  EXPECT_TRUE(Third.erase("s"));
+  EXPECT_FALSE(Third.erase("s"));
+  EXPECT_EQ(D.getString("s"), "x");
+  EXPECT_EQ(Third.size(), 1u);
+  // Erasing what is not there changes nothing, not even sharing.
+  AttrDict Fourth = D;
+  EXPECT_FALSE(Fourth.erase("zz"));
+  EXPECT_TRUE(Fourth.sharesStorageWith(D));
+  // An empty dictionary has no storage and shares nothing.
+  AttrDict E, F = E;
+  EXPECT_TRUE(E.empty());
+  EXPECT_FALSE(F.sharesStorageWith(E));
+  EXPECT_TRUE(F == E);
+}
+
+TEST(AttrDictTest, GraphCopiesShareAttributes) {
+  Graph G;
+  const OpDef *Var = OpRegistry::get().lookup("Variable");
+  ASSERT_TRUE(Var);
+  Node *V = G.createNode("v", *Var);
+  V->attrs().set("shape", Attr(Shape({2, 3})));
+  V->attrs().set("dtype", Attr(DType::Float32));
+  ASSERT_FALSE(llvm::errorToBool(verifyAndCompleteAttrs(*V)));
+  AttrDict Completed = V->attrs();
+  EXPECT_TRUE(Completed.size() > 2) << "defaults were added";
+  // A complete dictionary is checked, not rebuilt.
+  ASSERT_FALSE(llvm::errorToBool(verifyAndCompleteAttrs(*V)));
+  EXPECT_TRUE(V->attrs().sharesStorageWith(Completed));
+  std::unique_ptr<Graph> Copy = G.clone();
+  Node *W = Copy->lookup("v");
+  EXPECT_TRUE(W->attrs().sharesStorageWith(V->attrs()));
+  W->attrs().set("trainable", Attr(false));
+  EXPECT_TRUE(V->attrs().getBool("trainable", true));
+  EXPECT_FALSE(W->attrs().getBool("trainable", true));
+}

@@ -9,9 +9,11 @@
 
 #include "mdplan/IR/Types.h"
 
+#include "llvm/ADT/IntrusiveRefCntPtr.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <atomic>
 #include <string>
 #include <variant>
 #include <vector>
@@ -87,6 +89,12 @@ private:
 };
 
 /// A node's attributes, sorted by name so iteration is deterministic.
+///
+/// A value type with copy-on-write storage: copying a dictionary (a clone
+/// of a model node, the evaluation program's copy of the graph, an
+/// optimizer slot made from its variable) shares the entries, and the first
+/// change to a shared dictionary copies them. Entries returned by get() and
+/// iteration stay valid until the dictionary they came from changes.
 class AttrDict {
 public:
   using Entry = std::pair<std::string, Attr>;
@@ -97,9 +105,9 @@ public:
   const Attr *get(llvm::StringRef Name) const;
   bool has(llvm::StringRef Name) const { return get(Name) != nullptr; }
   bool erase(llvm::StringRef Name);
-  /// Makes room for \p N attributes: a dictionary that outgrows its inline
-  /// room is then allocated once at its final size.
-  void reserve(size_t N) { Entries.reserve(N); }
+  /// Makes room for \p N attributes: a dictionary that outgrows its
+  /// storage is then allocated once at its final size.
+  void reserve(size_t N) { mutableEntries().reserve(N); }
 
   int64_t getInt(llvm::StringRef Name, int64_t Default = 0) const;
   double getFloat(llvm::StringRef Name, double Default = 0) const;
@@ -111,18 +119,39 @@ public:
   Shape getShape(llvm::StringRef Name) const;
   std::vector<int64_t> getInts(llvm::StringRef Name) const;
 
-  auto begin() const { return Entries.begin(); }
-  auto end() const { return Entries.end(); }
-  size_t size() const { return Entries.size(); }
-  bool empty() const { return Entries.empty(); }
-  bool operator==(const AttrDict &O) const { return Entries == O.Entries; }
+  llvm::ArrayRef<Entry> entries() const {
+    return S ? llvm::ArrayRef<Entry>(S->Entries) : llvm::ArrayRef<Entry>();
+  }
+  auto begin() const { return entries().begin(); }
+  auto end() const { return entries().end(); }
+  size_t size() const { return entries().size(); }
+  bool empty() const { return entries().empty(); }
+  bool operator==(const AttrDict &O) const {
+    return S == O.S || entries() == O.entries();
+  }
+  /// True when both share one storage (a copy neither side changed).
+  bool sharesStorageWith(const AttrDict &O) const { return S && S == O.S; }
 
 private:
-  /// No inline room: a third of a training graph's nodes have no
-  /// attribute, and the others mostly two, four or (variables) ten, which
-  /// verifyAndCompleteAttrs allocates once at their final count. Inline
-  /// room would cost every node its size (88 bytes an entry).
-  llvm::SmallVector<Entry, 0> Entries;
+  /// The entries, shared by the copies of a dictionary. No inline room: a
+  /// third of a training graph's nodes have no attribute (null storage),
+  /// and the others mostly two, four or (variables) ten, which
+  /// verifyAndCompleteAttrs allocates once at their final count.
+  struct Storage {
+    llvm::SmallVector<Entry, 0> Entries;
+    /// Copies of a graph may live on other threads.
+    mutable std::atomic<unsigned> Refs{0};
+    void Retain() const { Refs.fetch_add(1, std::memory_order_relaxed); }
+    void Release() const {
+      if (Refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        delete this;
+    }
+    bool isShared() const { return Refs.load(std::memory_order_acquire) != 1; }
+  };
+  /// The entries for a change: this dictionary's own copy.
+  llvm::SmallVector<Entry, 0> &mutableEntries();
+
+  llvm::IntrusiveRefCntPtr<Storage> S;
 };
 
 } // namespace mdplan
