@@ -340,9 +340,9 @@ DeviceEntry *mdplan::createVariablesEntry(Graph &G, const DeploymentConfig &C,
     return createSpecEntry(G, C.variablesDeviceSpec(), Origin);
   DeviceEntry E;
   E.K = DeviceEntry::Kind::Function;
-  E.Fn = G.addFunction(std::make_unique<PsRoundRobin>(
-      C.variablesDeviceSpec(), C.NumPsTasks,
-      std::vector<std::string>{"Variable"}));
+  E.Fn = G.addFunction(
+      std::make_unique<PsRoundRobin>(C.variablesDeviceSpec(), C.NumPsTasks,
+                                     std::vector<std::string>{"Variable"}));
   E.Origin = Origin.str();
   return G.createEntry(std::move(E));
 }

@@ -174,8 +174,8 @@ mdplan::createDeviceFunction(StringRef Name, const AttrDict &Args) {
     return std::make_unique<PsRoundRobin>(*Dev, *Tasks, *Ops);
   }
   if (Name == "replica-device-setter") {
-    if (Error E = R.check(
-            {"ps_tasks", "ps_device", "worker_device", "ps_ops", "merge_devices"}))
+    if (Error E = R.check({"ps_tasks", "ps_device", "worker_device", "ps_ops",
+                           "merge_devices"}))
       return E;
     auto Tasks = R.getInt("ps_tasks", std::nullopt, 0);
     if (!Tasks)
@@ -195,6 +195,6 @@ mdplan::createDeviceFunction(StringRef Name, const AttrDict &Args) {
     return std::make_unique<ReplicaDeviceSetter>(*Tasks, *Ps, *Worker, *Ops,
                                                  *Merge);
   }
-  return makeError("unknown device function '" + Name + "' (known: " +
-                   join(deviceFunctionNames(), ", ") + ")");
+  return makeError("unknown device function '" + Name +
+                   "' (known: " + join(deviceFunctionNames(), ", ") + ")");
 }

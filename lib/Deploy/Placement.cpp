@@ -182,9 +182,8 @@ Error mdplan::placeDevices(Graph &G, const PlacementOptions &Opts,
                             : " (--soft-placement moves such nodes to the "
                               "host CPU)"));
       Diags.warning(N.getLoc(), "node '" + N.getName() + "': '" +
-                                    Final.toString() +
-                                    "' does not exist (" + Why +
-                                    "); placed on '" + Host.toString() +
+                                    Final.toString() + "' does not exist (" +
+                                    Why + "); placed on '" + Host.toString() +
                                     "' instead (soft placement)");
       if (Rec)
         Rec->SoftFrom = Final;

@@ -200,8 +200,8 @@ void Writer::writeNode(const Node &N, bool Placed) {
       continue;
     writeAttr("attr", K, V);
   }
-  std::string Dev = Placed ? G.deviceOf(N).toString()
-                           : N.getRequestedDevice().toString();
+  std::string Dev =
+      Placed ? G.deviceOf(N).toString() : N.getRequestedDevice().toString();
   if (!Dev.empty()) {
     indent() << "device: ";
     str(Dev);
@@ -255,8 +255,8 @@ void Writer::write() {
     --Depth;
     indent() << "}\n";
   }
-  static const StringRef Fields[] = {"loss", "regularization_loss",
-                                     "update_op", "summary"};
+  static const StringRef Fields[] = {"loss", "regularization_loss", "update_op",
+                                     "summary"};
   for (unsigned C = 0; C < NumCollections; ++C)
     for (const Node *N : G.collection(Collection(C))) {
       OS << Fields[C] << ": ";

@@ -49,8 +49,8 @@ Node *GraphBuilder::finish(Node *N, ArrayRef<TensorRef> Inputs,
   return N;
 }
 
-Node *GraphBuilder::create(OpKind K, ArrayRef<TensorRef> Inputs,
-                           AttrDict Attrs, StringRef Name) {
+Node *GraphBuilder::create(OpKind K, ArrayRef<TensorRef> Inputs, AttrDict Attrs,
+                           StringRef Name) {
   if (Failed)
     return nullptr;
   for (const TensorRef &T : Inputs)

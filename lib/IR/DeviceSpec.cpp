@@ -86,7 +86,8 @@ Error SpecParser::parse(DeviceSpec &D) {
     if (Key == "replica" || Key == "task") {
       if (Parts.size() != 2)
         return fail("malformed field '" + Piece + "'");
-      if (Error E = parseIndex(Key, Parts[1], Key == "task" ? D.Task : D.Replica))
+      if (Error E =
+              parseIndex(Key, Parts[1], Key == "task" ? D.Task : D.Replica))
         return E;
       continue;
     }

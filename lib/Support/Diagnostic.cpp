@@ -66,16 +66,15 @@ void DiagnosticHandler::note(const SourceLoc &Loc, const Twine &Message) const {
 }
 
 DiagnosticHandler DiagnosticHandler::stderrHandler() {
-  return DiagnosticHandler(
-      [](Severity S, const SourceLoc &Loc, StringRef Message) {
-        raw_ostream &OS = errs();
-        if (Loc.isValid()) {
-          Loc.print(OS);
-          OS << ": ";
-        }
-        OS << (S == Severity::Warning ? "warning: " : "note: ") << Message
-           << '\n';
-      });
+  return DiagnosticHandler([](Severity S, const SourceLoc &Loc,
+                              StringRef Message) {
+    raw_ostream &OS = errs();
+    if (Loc.isValid()) {
+      Loc.print(OS);
+      OS << ": ";
+    }
+    OS << (S == Severity::Warning ? "warning: " : "note: ") << Message << '\n';
+  });
 }
 
 Error mdplan::appendToMessage(Error E, const Twine &Suffix) {

@@ -41,8 +41,8 @@ ArenaPlan mdplan::planGreedyBySize(ArrayRef<LiveRange> Ranges,
         Best = Prev;
         BestGap = Off - Prev;
       }
-      Prev = std::max(Prev, Off + alignUp(std::max<uint64_t>(O.Bytes, 1),
-                                          Alignment));
+      Prev = std::max(Prev,
+                      Off + alignUp(std::max<uint64_t>(O.Bytes, 1), Alignment));
     }
     uint64_t Off = Best != UINT64_MAX ? Best : Prev;
     P.Offsets[I] = Off;

@@ -72,8 +72,7 @@ template <typename T> T convert(double X) {
   }
 }
 
-template <typename T>
-void store(void *Host, const std::vector<double> &V) {
+template <typename T> void store(void *Host, const std::vector<double> &V) {
   T *P = static_cast<T *>(Host);
   for (size_t I = 0; I < V.size(); ++I)
     P[I] = convert<T>(V[I]);
@@ -109,8 +108,8 @@ Status mdrt::initialValue(const fb::Variable &V, const TensorDesc &Type,
     break;
   case fb::InitKind::Uniform:
     for (size_t I = 0; I < N; ++I)
-      Values[I] = V.minval() + (V.maxval() - V.minval()) *
-                                   uniformRandom(Seed, Stream, 0, I);
+      Values[I] = V.minval() +
+                  (V.maxval() - V.minval()) * uniformRandom(Seed, Stream, 0, I);
     break;
   case fb::InitKind::GlorotUniform: {
     double Limit = std::sqrt(6.0 / (FanIn + FanOut));

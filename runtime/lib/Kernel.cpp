@@ -24,7 +24,8 @@ void KernelRegistry::add(DeviceKind K, const std::string &Op, KernelFactory F) {
   Factories[{K, Op}] = F;
 }
 
-KernelFactory KernelRegistry::lookup(DeviceKind K, const std::string &Op) const {
+KernelFactory KernelRegistry::lookup(DeviceKind K,
+                                     const std::string &Op) const {
   auto It = Factories.find({K, Op});
   return It == Factories.end() ? nullptr : It->second;
 }
@@ -41,9 +42,9 @@ StatusOr<std::unique_ptr<Kernel>>
 KernelRegistry::create(DeviceKind K, const KernelInfo &Info) const {
   KernelFactory F = lookup(K, Info.Op);
   if (!F)
-    return Status::error("no " + std::string(K == DeviceKind::CPU ? "CPU" : "GPU") +
-                         " kernel for op " + Info.Op + " (node '" + Info.Name +
-                         "')");
+    return Status::error(
+        "no " + std::string(K == DeviceKind::CPU ? "CPU" : "GPU") +
+        " kernel for op " + Info.Op + " (node '" + Info.Name + "')");
   auto R = F(Info);
   if (!R.isOk())
     return R.status().withContext("node '" + Info.Name + "' (" + Info.Op + ")");

@@ -61,9 +61,8 @@ public:
   DeviceSpec apply(const Node &N, const DeviceSpec &Current) override;
   void reset() override { Next = 0; }
   std::unique_ptr<DeviceFunction> clone() const override {
-    return std::make_unique<ReplicaDeviceSetter>(PsTasks, PsDevice,
-                                                 WorkerDevice, PsOps,
-                                                 MergeDevices);
+    return std::make_unique<ReplicaDeviceSetter>(
+        PsTasks, PsDevice, WorkerDevice, PsOps, MergeDevices);
   }
 
 private:

@@ -48,16 +48,15 @@ llvm::Expected<std::unique_ptr<Graph>> readModelFile(llvm::StringRef Path,
                                                      const ReadOptions &Opts);
 
 /// Reads a model from \p Contents, naming it \p Name in diagnostics.
-llvm::Expected<std::unique_ptr<Graph>>
-readModelBuffer(llvm::StringRef Contents, llvm::StringRef Name,
-                const ReadOptions &Opts);
+llvm::Expected<std::unique_ptr<Graph>> readModelBuffer(llvm::StringRef Contents,
+                                                       llvm::StringRef Name,
+                                                       const ReadOptions &Opts);
 
 /// Reads a deployment config (text format) into \p Config; fields it sets
 /// record their location in Config.Origins.
 llvm::Error readDeploymentFile(llvm::StringRef Path, DeploymentConfig &Config,
                                llvm::SourceMgr *SM = nullptr);
-llvm::Error readDeploymentBuffer(llvm::StringRef Contents,
-                                 llvm::StringRef Name,
+llvm::Error readDeploymentBuffer(llvm::StringRef Contents, llvm::StringRef Name,
                                  DeploymentConfig &Config);
 
 } // namespace mdplan

@@ -41,14 +41,14 @@ public:
   /// Creates a node of op \p K. \p Name is the last path component (the op
   /// name when empty). Fills default attributes and infers output types.
   /// Returns null once an error happened.
-  Node *create(OpKind K, llvm::ArrayRef<TensorRef> Inputs,
-               AttrDict Attrs = {}, llvm::StringRef Name = {});
+  Node *create(OpKind K, llvm::ArrayRef<TensorRef> Inputs, AttrDict Attrs = {},
+               llvm::StringRef Name = {});
   /// As create(), with an exact full name (no prefix, no uniquing).
   Node *createNamed(llvm::StringRef FullName, OpKind K,
                     llvm::ArrayRef<TensorRef> Inputs, AttrDict Attrs = {});
   /// create() and return output 0.
-  TensorRef out(OpKind K, llvm::ArrayRef<TensorRef> Inputs,
-                AttrDict Attrs = {}, llvm::StringRef Name = {});
+  TensorRef out(OpKind K, llvm::ArrayRef<TensorRef> Inputs, AttrDict Attrs = {},
+                llvm::StringRef Name = {});
 
   /// A scalar or filled constant of type \p T.
   TensorRef constant(double Value, DType T, Shape S = {},

@@ -47,9 +47,7 @@ public:
   std::string toString() const;
   void print(llvm::raw_ostream &OS) const { OS << toString(); }
 
-  bool empty() const {
-    return !Job && !Replica && !Task && !Type && !Index;
-  }
+  bool empty() const { return !Job && !Replica && !Task && !Type && !Index; }
   /// True when job, replica, task, type and index are all known.
   bool isComplete() const { return Job && Replica && Task && Type && Index; }
 

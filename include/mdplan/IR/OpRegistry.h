@@ -114,8 +114,7 @@ struct OpDef {
   unsigned MinInputs = 0;
   /// Number of outputs, or -1 when NumOutputsFn decides.
   int NumOutputs = 1;
-  unsigned (*NumOutputsFn)(const AttrDict &Attrs, unsigned NumInputs) =
-      nullptr;
+  unsigned (*NumOutputsFn)(const AttrDict &Attrs, unsigned NumInputs) = nullptr;
   std::vector<AttrDef> Attrs;
   unsigned Flags = OF_None;
   ShapeFn Shape = nullptr;

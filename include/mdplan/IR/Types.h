@@ -50,7 +50,8 @@ public:
 
   Shape() = default;
   Shape(std::initializer_list<int64_t> Dims) : Dims(Dims) {}
-  explicit Shape(llvm::ArrayRef<int64_t> Dims) : Dims(Dims.begin(), Dims.end()) {}
+  explicit Shape(llvm::ArrayRef<int64_t> Dims)
+      : Dims(Dims.begin(), Dims.end()) {}
 
   unsigned rank() const { return Dims.size(); }
   bool isScalar() const { return Dims.empty(); }

@@ -22,10 +22,9 @@
 
 namespace mdrt {
 
-using AttrValue =
-    std::variant<int64_t, double, bool, std::string, DType,
-                 std::vector<int64_t>, std::vector<double>,
-                 std::vector<std::string>>;
+using AttrValue = std::variant<int64_t, double, bool, std::string, DType,
+                               std::vector<int64_t>, std::vector<double>,
+                               std::vector<std::string>>;
 
 /// Attributes by name. Getters return the default when the attribute is
 /// missing or of another kind (the compiler validated kinds already).

@@ -46,8 +46,7 @@ MDRT_HOST_DEVICE inline double uniformRandom(uint64_t Seed, uint64_t Stream,
 }
 
 /// A uniform float in [0, 1) (24 random bits, exact in float).
-MDRT_HOST_DEVICE inline float uniformRandomFloat(uint64_t Seed,
-                                                 uint64_t Stream,
+MDRT_HOST_DEVICE inline float uniformRandomFloat(uint64_t Seed, uint64_t Stream,
                                                  uint64_t Step,
                                                  uint64_t Element) {
   return float(randomBits(Seed, Stream, Step, Element) >> 40) *

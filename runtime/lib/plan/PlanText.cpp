@@ -66,10 +66,14 @@ static const char *dtypeText(fb::DType T) {
 }
 
 static const char *initText(fb::InitKind K) {
-  static const char *Names[] = {"zeros",           "ones",
-                                "constant",        "normal",
-                                "truncated_normal", "uniform",
-                                "glorot_uniform",  "glorot_normal",
+  static const char *Names[] = {"zeros",
+                                "ones",
+                                "constant",
+                                "normal",
+                                "truncated_normal",
+                                "uniform",
+                                "glorot_uniform",
+                                "glorot_normal",
                                 "he_normal"};
   unsigned I = unsigned(K);
   return I < sizeof(Names) / sizeof(Names[0]) ? Names[I] : "unknown";
@@ -161,17 +165,17 @@ void mdrt::printPlanText(const fb::Plan &P, std::ostream &OS) {
       OS << "device d" << I << ' ' << D->name()->str() << ' '
          << (D->kind() == fb::DeviceKind::GPU ? "gpu" : "cpu")
          << " arena=" << D->arena_bytes() << " ("
-         << formatBytes(D->arena_bytes()) << ") persistent="
-         << D->persistent_bytes() << " (" << formatBytes(D->persistent_bytes())
-         << ")\n";
+         << formatBytes(D->arena_bytes())
+         << ") persistent=" << D->persistent_bytes() << " ("
+         << formatBytes(D->persistent_bytes()) << ")\n";
     }
   if (P.buffers())
     for (size_t I = 0; I < P.buffers()->size(); ++I) {
       const fb::Buffer *B = P.buffers()->Get(I);
       OS << "buffer b" << I << ' ' << B->name()->str() << ' '
-         << dtypeText(B->dtype()) << listText(B->shape()) << " d"
-         << B->device() << (B->persistent() ? " persistent+" : " arena+")
-         << B->offset() << ' ' << B->bytes();
+         << dtypeText(B->dtype()) << listText(B->shape()) << " d" << B->device()
+         << (B->persistent() ? " persistent+" : " arena+") << B->offset() << ' '
+         << B->bytes();
       if (B->alias_of() >= 0)
         OS << " view-of b" << B->alias_of();
       OS << '\n';
@@ -223,8 +227,8 @@ void mdrt::printPlanText(const fb::Plan &P, std::ostream &OS) {
     if (Prog->inputs())
       for (const fb::InputBinding *In : *Prog->inputs())
         OS << "  input " << In->name()->str()
-           << " feature=" << (In->feature() ? In->feature()->str() : "")
-           << " b" << In->buffer() << '\n';
+           << " feature=" << (In->feature() ? In->feature()->str() : "") << " b"
+           << In->buffer() << '\n';
     uint32_t Id = 0;
     if (Prog->devices())
       for (const fb::DeviceProgram *DP : *Prog->devices()) {
@@ -232,8 +236,9 @@ void mdrt::printPlanText(const fb::Plan &P, std::ostream &OS) {
         OS << "  device d" << DP->device() << " kernels=" << NK
            << " peak=" << DP->arena_bytes() << " ("
            << formatBytes(DP->arena_bytes()) << ") naive=" << DP->naive_bytes()
-           << " (" << formatBytes(DP->naive_bytes()) << ") planner="
-           << (DP->planner() ? DP->planner()->str() : "") << '\n';
+           << " (" << formatBytes(DP->naive_bytes())
+           << ") planner=" << (DP->planner() ? DP->planner()->str() : "")
+           << '\n';
         if (!DP->kernels())
           continue;
         for (const fb::Kernel *K : *DP->kernels()) {
