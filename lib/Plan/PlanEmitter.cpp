@@ -544,14 +544,23 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
         Attrs.push_back(&E);
       }
       SmallVector<uint32_t, 4> W = WaitsOf(N);
-      KernelOffs.push_back(fb::CreateKernel(
-          FB, nodeName(*N), opName(N->getOp()), sharedAttrList(Attrs),
-          idList(InIds), idList(OutIds), idList(W), Signals[N->getId()]));
+      // What a table points at is written before it, one statement each:
+      // the order of a call's arguments is the compiler's, and the bytes
+      // of a plan must not depend on it.
+      auto Name = nodeName(*N);
+      auto Op = opName(N->getOp());
+      auto KAttrs = sharedAttrList(Attrs);
+      auto Ins = idList(InIds);
+      auto Outs = idList(OutIds);
+      auto Waits = idList(W);
+      KernelOffs.push_back(fb::CreateKernel(FB, Name, Op, KAttrs, Ins, Outs,
+                                            Waits, Signals[N->getId()]));
     }
     const DeployState::DeviceMemory &M = S.Memory[GD];
-    DevProgs.push_back(fb::CreateDeviceProgram(
-        FB, PD, FB.CreateVector(KernelOffs), M.ArenaBytes, M.NaiveBytes,
-        FB.CreateString(M.Method)));
+    auto Kernels = FB.CreateVector(KernelOffs);
+    auto Method = FB.CreateString(M.Method);
+    DevProgs.push_back(fb::CreateDeviceProgram(FB, PD, Kernels, M.ArenaBytes,
+                                               M.NaiveBytes, Method));
   }
 
   // Collectives by bucket (numbered through the groups), devices in the
@@ -592,19 +601,22 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       Devs.push_back(P.DevMap[N->getDevice()]);
       Ks.push_back(KernelId[N->getId()]);
     }
-    Colls.push_back(fb::CreateCollective(
-        FB, FB.CreateString(Nodes[0]->attrs().getString("group").str()),
-        uint32_t(Bk), FB.CreateVector(Devs), FB.CreateVector(Ks),
-        int32_t(Nodes[0]->attrs().getInt("replicas", 1))));
+    auto Group = FB.CreateString(Nodes[0]->attrs().getString("group").str());
+    auto DevIds = FB.CreateVector(Devs);
+    auto KernelIds = FB.CreateVector(Ks);
+    Colls.push_back(
+        fb::CreateCollective(FB, Group, uint32_t(Bk), DevIds, KernelIds,
+                             int32_t(Nodes[0]->attrs().getInt("replicas", 1))));
   }
 
   std::vector<flatbuffers::Offset<fb::InputBinding>> Inputs;
   for (const auto &NP : G.nodes())
-    if (NP->getOp().is(OF_Input))
-      Inputs.push_back(fb::CreateInputBinding(
-          FB, FB.CreateString(NP->getName().str()),
-          FB.CreateString(NP->attrs().getString("feature").str()),
-          P.bufId({NP.get(), 0})));
+    if (NP->getOp().is(OF_Input)) {
+      auto Name = FB.CreateString(NP->getName().str());
+      auto Feature = FB.CreateString(NP->attrs().getString("feature").str());
+      Inputs.push_back(
+          fb::CreateInputBinding(FB, Name, Feature, P.bufId({NP.get(), 0})));
+    }
 
   std::vector<flatbuffers::Offset<fb::Output>> Outputs;
   auto Out = [&](StringRef Name, fb::OutputKind K, TensorRef T) {
@@ -623,9 +635,13 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
     Out(Name, fb::OutputKind::Metric, T);
 
   int64_t Batch = G.getBatchSize() * int64_t(S.Clones.size());
-  return fb::CreateProgram(FB, FB.CreateString(P.Name), Batch,
-                           FB.CreateVector(DevProgs), FB.CreateVector(Inputs),
-                           FB.CreateVector(Outputs), FB.CreateVector(Colls));
+  auto Name = FB.CreateString(P.Name);
+  auto DevProgOffs = FB.CreateVector(DevProgs);
+  auto InputOffs = FB.CreateVector(Inputs);
+  auto OutputOffs = FB.CreateVector(Outputs);
+  auto CollOffs = FB.CreateVector(Colls);
+  return fb::CreateProgram(FB, Name, Batch, DevProgOffs, InputOffs, OutputOffs,
+                           CollOffs);
 }
 
 static fb::InitKind initKind(StringRef Name) {
@@ -660,21 +676,24 @@ Expected<PlanBytes> Emitter::emit() {
   std::vector<flatbuffers::Offset<fb::Device>> DevOffs;
   for (size_t I = 0; I < Devices.size(); ++I) {
     const DeviceSpec &D = Devices[I];
+    auto Name = FB.CreateString(D.toString());
+    auto Job = FB.CreateString(D.Job.value_or(""));
     DevOffs.push_back(fb::CreateDevice(
-        FB, FB.CreateString(D.toString()),
+        FB, Name,
         D.Type == std::optional<std::string>("GPU") ? fb::DeviceKind::GPU
                                                     : fb::DeviceKind::CPU,
-        FB.CreateString(D.Job.value_or("")), D.Replica.value_or(0),
-        D.Task.value_or(0), D.Index.value_or(0), Arena[I], Persistent[I]));
+        Job, D.Replica.value_or(0), D.Task.value_or(0), D.Index.value_or(0),
+        Arena[I], Persistent[I]));
   }
   std::vector<flatbuffers::Offset<fb::Buffer>> BufOffs;
   for (const BufInfo &B : Bufs) {
     auto [N, O] = B.Key;
     ArrayRef<int64_t> Dims = N->getOutputType(O).Dims.dims();
-    BufOffs.push_back(fb::CreateBuffer(
-        FB, O ? FB.CreateString(tensorName(B.Key)) : nodeName(*N), B.Device,
-        fb::DType(B.Elt), sharedShape(Dims), B.Offset, B.Bytes, B.Persistent,
-        B.AliasOf));
+    auto Name = O ? FB.CreateString(tensorName(B.Key)) : nodeName(*N);
+    auto Shape = sharedShape(Dims);
+    BufOffs.push_back(fb::CreateBuffer(FB, Name, B.Device, fb::DType(B.Elt),
+                                       Shape, B.Offset, B.Bytes, B.Persistent,
+                                       B.AliasOf));
   }
 
   // Variables (train's, then any only the evaluation uses).
@@ -736,18 +755,29 @@ Expected<PlanBytes> Emitter::emit() {
   Fingerprint = mdrt::hashName(std::to_string(Global).c_str(), Fingerprint);
   Fingerprint =
       mdrt::hashName(strategyName(C.Strat).str().c_str(), Fingerprint);
+  auto Strat = FB.CreateString(strategyName(C.Strat).str());
+  auto OptKind = FB.CreateString(optimizerKindName(O.K).str());
   auto Dep = fb::CreateDeployment(
-      FB, FB.CreateString(strategyName(C.Strat).str()), C.NumClones,
-      C.CloneOnCPU, C.ReplicaId, C.NumReplicas, C.NumPsTasks,
-      Train.getBatchSize(), FB.CreateString(optimizerKindName(O.K).str()),
-      O.LearningRate);
-  auto Root = fb::CreatePlan(
-      FB, mdrt::kPlanVersion, FB.CreateString(planProducer().str()),
-      FB.CreateString(Train.getName().str()), Fingerprint, Dep,
-      FB.CreateVector(DevOffs), FB.CreateVector(BufOffs),
-      FB.CreateVector(VarOffs), FB.CreateVector(ConstOffs),
-      FB.CreateVector(ProgOffs));
+      FB, Strat, C.NumClones, C.CloneOnCPU, C.ReplicaId, C.NumReplicas,
+      C.NumPsTasks, Train.getBatchSize(), OptKind, O.LearningRate);
+  auto Producer = FB.CreateString(planProducer().str());
+  auto Model = FB.CreateString(Train.getName().str());
+  auto DevVec = FB.CreateVector(DevOffs);
+  auto BufVec = FB.CreateVector(BufOffs);
+  auto VarVec = FB.CreateVector(VarOffs);
+  auto ConstVec = FB.CreateVector(ConstOffs);
+  auto ProgVec = FB.CreateVector(ProgOffs);
+  // file_bytes is written with a placeholder (a non-default value, so that
+  // the field is stored) and set once the length is known.
+  auto Root =
+      fb::CreatePlan(FB, mdrt::kPlanVersion, Producer, Model, Fingerprint, Dep,
+                     DevVec, BufVec, VarVec, ConstVec, ProgVec, ~uint64_t(0));
   fb::FinishPlanBuffer(FB, Root);
+  bool Set =
+      flatbuffers::GetMutableRoot<flatbuffers::Table>(FB.GetBufferPointer())
+          ->SetField<uint64_t>(fb::Plan::VT_FILE_BYTES, FB.GetSize(), 0);
+  assert(Set && "the placeholder stores the field");
+  (void)Set;
   PlanBytes Bytes(FB.Release());
   // What mdplan writes, mdrun must accept.
   mdrt::Status S = mdrt::verifyPlan(Bytes.data(), Bytes.size());

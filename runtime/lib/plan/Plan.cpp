@@ -612,6 +612,16 @@ Status mdrt::verifyPlan(const uint8_t *Data, size_t Size) {
   if (!fb::VerifyPlanBuffer(V))
     return Status::error("the plan is corrupted or truncated (FlatBuffers "
                          "verification failed)");
+  // Losing only the padding after the last object, or gaining bytes after
+  // the plan, leaves a buffer the FlatBuffers verifier accepts.
+  if (uint64_t Want = fb::GetPlan(Data)->file_bytes(); Want && Want != Size)
+    return Status::error(
+        Size < Want
+            ? "the plan is truncated: the file has " + std::to_string(Size) +
+                  " of its " + std::to_string(Want) + " bytes"
+            : "the file has " + std::to_string(Size - Want) +
+                  " bytes after the plan's " + std::to_string(Want) +
+                  " (damaged or not one plan)");
   return Checker(*fb::GetPlan(Data)).run();
 }
 

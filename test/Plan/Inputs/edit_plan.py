@@ -3,7 +3,9 @@
 IN OUT STATEMENT... runs each Python STATEMENT with `p` bound to the plan as
 flatc's JSON (every field present, enums by name) and writes the result as
 a plan again, unverified: the verifier's tests make plans with one defect
-each (verifier-errors.test)."""
+each (verifier-errors.test). The edited plan records no length
+(`file_bytes` 0: its bytes move), unless a STATEMENT sets one after
+`p["file_bytes"] = 0`."""
 import argparse
 import json
 import os
@@ -27,6 +29,7 @@ def main():
         base = os.path.splitext(os.path.basename(a.input))[0]
         with open(os.path.join(d, base + ".json")) as f:
             p = json.load(f)
+        p["file_bytes"] = 0
         for s in a.statements:
             exec(s, {"p": p})
         with open(os.path.join(d, "edited.json"), "w") as f:
