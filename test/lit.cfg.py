@@ -22,6 +22,11 @@ config.substitutions.append(("%examples",
                              os.path.join(config.mdplan_src_root, "examples")))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%mdplan_obj_root", config.mdplan_obj_root))
+# A project that links mdplan's libraries builds with the same compilers
+# (a Clang build's OpenMP and sanitizer runtimes are not GCC's).
+config.substitutions.append(("%consumer_compilers",
+    "-DCMAKE_C_COMPILER='%s' -DCMAKE_CXX_COMPILER='%s'" % (
+        config.c_compiler, config.cxx_compiler)))
 config.substitutions.append(("%S_inputs",
                              os.path.join(config.test_source_root, "Inputs")))
 
