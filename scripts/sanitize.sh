@@ -9,9 +9,13 @@
 #            run with LeakSanitizer too; the lit suite without it, as
 #            mdplan keeps its graphs to the end on purpose (BuryPointer)
 #            and Open MPI's own allocations outlive MPI_Finalize.
-#   thread   TSan (BUILD_DIR build-tsan): the unit tests only (the
-#            threads of the executor, the collective queue and the data
-#            pipeline; OpenBLAS and oneDNN are not instrumented).
+#   thread   TSan (BUILD_DIR build-tsan): the unit tests and the lit
+#            suite (the executor's device threads, the collective queue,
+#            the data pipeline, mdrun under mpirun). OpenMP, OpenBLAS,
+#            oneDNN and Open MPI are not instrumented: their own accesses
+#            and locks are ignored (ignore_noninstrumented_modules), and
+#            LLVM's OpenMP tool Archer, when installed, tells TSan about
+#            OpenMP's synchronisation.
 #
 # CUDA is left out (nvcc does not take the flags). Extra arguments go to
 # ctest, e.g. `scripts/sanitize.sh address -R Executor`.
@@ -37,7 +41,7 @@ jobs=${JOBS:-$(nproc)}
 # purpose: the allocator must return null, not abort.
 asan="allocator_may_return_null=1:abort_on_error=0"
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:allocator_may_return_null=1}
 status=0
 if [ "$kind" = address ]; then
   echo "== unit tests (ASan, UBSan, LeakSanitizer)"
@@ -49,8 +53,12 @@ if [ "$kind" = address ]; then
     ctest --test-dir "$BUILD_DIR" -j "$jobs" -L lit --output-on-failure "$@" ||
     status=1
 else
-  echo "== unit tests (TSan)"
-  ctest --test-dir "$BUILD_DIR" -j "$jobs" -L unit --output-on-failure "$@" ||
+  archer=/usr/lib/llvm-14/lib/libarcher.so
+  if [ -z "${OMP_TOOL_LIBRARIES:-}" ] && [ -f "$archer" ]; then
+    export OMP_TOOL_LIBRARIES=$archer
+  fi
+  echo "== unit tests and lit suite (TSan)"
+  ctest --test-dir "$BUILD_DIR" -j "$jobs" --output-on-failure "$@" ||
     status=1
 fi
 exit $status

@@ -17,6 +17,11 @@ config.test_exec_root = os.path.join(config.mdplan_obj_root, "test")
 path = os.pathsep.join([config.mdplan_tools_dir, config.llvm_tools_dir,
                         config.environment.get("PATH", os.environ["PATH"])])
 config.environment["PATH"] = path
+# lit passes ASan's, UBSan's and LSan's options on; TSan's and the OpenMP
+# tool Archer's too (scripts/sanitize.sh thread).
+for var in ["TSAN_OPTIONS", "OMP_TOOL_LIBRARIES"]:
+    if os.environ.get(var):
+        config.environment[var] = os.environ[var]
 
 config.substitutions.append(("%examples",
                              os.path.join(config.mdplan_src_root, "examples")))
