@@ -129,11 +129,6 @@ static bool entryBefore(const AttrDict::Entry &E, StringRef N) {
 }
 
 void AttrDict::set(StringRef Name, Attr Value) {
-  // Setting a shared dictionary's value to what it holds changes nothing
-  // and keeps the storage shared.
-  if (S && S->isShared())
-    if (const Attr *Old = get(Name); Old && *Old == Value)
-      return;
   SmallVector<Entry, 0> &Entries = mutableEntries();
   auto It = std::lower_bound(Entries.begin(), Entries.end(), Name, entryBefore);
   if (It != Entries.end() && It->first == Name) {

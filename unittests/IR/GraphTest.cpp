@@ -16,6 +16,8 @@
 
 #include "gtest/gtest.h"
 
+#include <cmath>
+
 using namespace mdplan;
 
 namespace {
@@ -226,9 +228,14 @@ TEST(AttrDictTest, CopiesShareUntilOneChanges) {
   D.set("s", Attr("x"));
   AttrDict Copy = D;
   EXPECT_TRUE(Copy.sharesStorageWith(D));
-  // Setting a value to what it holds keeps the storage shared.
-  Copy.set("a", Attr(int64_t(1)));
-  EXPECT_TRUE(Copy.sharesStorageWith(D));
+  // A change to a float's sign is a change (0.0 and -0.0 are different
+  // attributes in a plan).
+  AttrDict Zero;
+  Zero.set("f", Attr(0.0));
+  AttrDict Negative = Zero;
+  Negative.set("f", Attr(-0.0));
+  EXPECT_TRUE(std::signbit(Negative.getFloat("f")));
+  EXPECT_FALSE(std::signbit(Zero.getFloat("f")));
   // The first change copies; the original keeps its values.
   const Attr *Before = D.get("s");
   Copy.set("a", Attr(int64_t(2)));
