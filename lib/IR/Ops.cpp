@@ -1010,7 +1010,15 @@ public:
     D.NumOutputsFn = F;
     return *this;
   }
-  Def &attr(StringRef Name, AttrKind K, std::optional<Attr> Default = {},
+  /// A required attribute.
+  Def &attr(StringRef Name, AttrKind K) {
+    D.Attrs.push_back(AttrDef{Name, K, std::nullopt, {}, StringRef()});
+    return *this;
+  }
+  /// An attribute with a default (and, for strings, the values allowed).
+  /// Two overloads rather than an optional default argument: GCC 12 warns
+  /// (-Wmaybe-uninitialized) about a defaulted std::optional<Attr>.
+  Def &attr(StringRef Name, AttrKind K, Attr Default,
             std::vector<StringRef> Allowed = {}) {
     D.Attrs.push_back(
         AttrDef{Name, K, std::move(Default), std::move(Allowed), StringRef()});
