@@ -136,8 +136,7 @@ struct PendingNode {
 
 class ModelBuilder {
 public:
-  ModelBuilder(Graph &G, StringRef File, const ReadOptions &Opts)
-      : G(G), File(File), Opts(Opts) {}
+  ModelBuilder(Graph &G, StringRef File) : G(G), File(File) {}
 
   Error build(const desc::Model &M, const Locator &L);
 
@@ -162,7 +161,6 @@ private:
 
   Graph &G;
   StringRef File;
-  const ReadOptions &Opts;
   std::vector<PendingNode> Pending;
   /// Every scope's prefix list, for the pending nodes (a deque: pushing
   /// keeps the others in place).
@@ -894,7 +892,7 @@ mdplan::readModelBuffer(StringRef Contents, StringRef Name,
     }
   }
   auto G = std::make_unique<Graph>();
-  ModelBuilder B(*G, File, Opts);
+  ModelBuilder B(*G, File);
   if (Error E = B.build(M, Locator(File, Binary ? nullptr : &Tree)))
     return E;
   return G;

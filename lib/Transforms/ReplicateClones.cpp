@@ -40,8 +40,7 @@ public:
 /// scopes, with role entries replaced by the deployment's.
 class StackRebaser {
 public:
-  StackRebaser(Graph &G, const DeploymentConfig &C, DeployState &S)
-      : G(G), C(C), S(S) {}
+  StackRebaser(Graph &G, const DeploymentConfig &C) : G(G), C(C) {}
 
   const DeviceStack *rebase(const DeviceStack *Stack, const DeviceEntry *Outer,
                             const DeviceEntry *Inner) {
@@ -85,7 +84,6 @@ private:
 
   Graph &G;
   const DeploymentConfig &C;
-  DeployState &S;
   std::map<
       std::tuple<const DeviceStack *, const DeviceEntry *, const DeviceEntry *>,
       const DeviceStack *>
@@ -251,7 +249,7 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     }
   }
 
-  StackRebaser Rebaser(G, C, S);
+  StackRebaser Rebaser(G, C);
   const DeviceEntry *Clone0 = S.Clones[0].Entry;
   std::vector<Node *> NewOrder;
   NewOrder.reserve(Orig.size() * NumClones);
