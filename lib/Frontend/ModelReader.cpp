@@ -17,6 +17,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/thread.h"
 
 #include <deque>
 #include <google/protobuf/arena.h>
@@ -853,9 +854,31 @@ static bool isBinaryPath(StringRef Path) {
   return Ext == ".pb" || Ext == ".binpb" || Ext == ".mdgb";
 }
 
+/// The stack the reader runs on. Protobuf's parsers and the builder's walk
+/// over scopes recurse per nested message: MaxNesting levels take 1 to 2 MiB
+/// in an optimized build and several times that under the sanitizers (GCC's
+/// ASan overflowed 8 MiB), more than a caller's thread may have. Pages of
+/// it that are never touched cost nothing.
+constexpr unsigned ReaderStackBytes = 64u << 20;
+
+static Expected<std::unique_ptr<Graph>>
+readModelOnThisThread(StringRef Contents, StringRef Name,
+                      const ReadOptions &Opts);
+
 Expected<std::unique_ptr<Graph>>
 mdplan::readModelBuffer(StringRef Contents, StringRef Name,
                         const ReadOptions &Opts) {
+  Optional<Expected<std::unique_ptr<Graph>>> Result;
+  llvm::thread Reader(Optional<unsigned>(ReaderStackBytes), [&] {
+    Result.emplace(readModelOnThisThread(Contents, Name, Opts));
+  });
+  Reader.join();
+  return std::move(*Result);
+}
+
+static Expected<std::unique_ptr<Graph>>
+readModelOnThisThread(StringRef Contents, StringRef Name,
+                      const ReadOptions &Opts) {
   StringRef File = internFileName(Name);
   // The message of a large model is millions of small objects: an arena
   // allocates them in large blocks and frees them at once.

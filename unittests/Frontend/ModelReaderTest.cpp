@@ -14,6 +14,8 @@
 #include "mdplan/Deploy/Placement.h"
 #include "mdplan/IR/OpRegistry.h"
 
+#include "llvm/Support/thread.h"
+
 #include "gtest/gtest.h"
 
 using namespace mdplan;
@@ -336,6 +338,44 @@ scope {
 }
 )");
   EXPECT_EQ(G->lookup("s/r")->getColocateWith(), G->lookup("s/v"));
+}
+
+/// \p Depth scopes around a variable with an initializer: Depth + 3
+/// nested messages.
+static std::string nestedScopes(unsigned Depth) {
+  std::string Text;
+  for (unsigned I = 0; I < Depth; ++I)
+    Text += "scope {\n";
+  Text += "node { name: \"w\" op: \"Variable\" "
+          "variable { shape: [2] initializer { kind: ZEROS } } }\n";
+  for (unsigned I = 0; I < Depth; ++I)
+    Text += "}\n";
+  return Text;
+}
+
+TEST(ModelReaderTest, DeepNestingNeedsNoLargeStackFromTheCaller) {
+  // 1000 levels, the most the reader takes, read from a thread with a
+  // 256 KiB stack: protobuf's recursive parser alone needs more than 1 MiB
+  // for them, so the reader runs on a stack of its own.
+  std::string Text = nestedScopes(997);
+  bool Read = false;
+  std::string Path;
+  llvm::thread Small(llvm::Optional<unsigned>(256u << 10), [&] {
+    auto G = readModelBuffer(Text, "deep.mdg", {});
+    if (!G) {
+      Path = llvm::toString(G.takeError());
+      return;
+    }
+    Read = true;
+    const Node *W = nullptr;
+    for (const auto &N : (*G)->nodes())
+      if (N->getOpName() == "Variable")
+        W = N.get();
+    Path = W ? W->getName().str() : "no variable";
+  });
+  Small.join();
+  EXPECT_TRUE(Read) << Path;
+  EXPECT_EQ(Path, "w");
 }
 
 //===----------------------------------------------------------------------===//

@@ -48,6 +48,11 @@ llvm::Expected<std::unique_ptr<Graph>> readModelFile(llvm::StringRef Path,
                                                      const ReadOptions &Opts);
 
 /// Reads a model from \p Contents, naming it \p Name in diagnostics.
+///
+/// The reading runs on a thread of its own with a large stack (the
+/// parsers recurse once per nested message, up to 1000 levels), so the
+/// caller's stack size does not matter; Opts.Diags is called from that
+/// thread while the caller waits.
 llvm::Expected<std::unique_ptr<Graph>> readModelBuffer(llvm::StringRef Contents,
                                                        llvm::StringRef Name,
                                                        const ReadOptions &Opts);
