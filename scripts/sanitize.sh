@@ -5,10 +5,9 @@
 #
 #   scripts/sanitize.sh [address|thread]
 #
-#   address  ASan and UBSan (default; BUILD_DIR build-asan). The unit tests
-#            run with LeakSanitizer too; the lit suite without it, as
-#            mdplan keeps its graphs to the end on purpose (BuryPointer)
-#            and Open MPI's own allocations outlive MPI_Finalize.
+#   address  ASan, UBSan and LeakSanitizer (default; BUILD_DIR
+#            build-asan), except for the processes mpirun starts (lit's
+#            %mpirun): Open MPI's own allocations outlive MPI_Finalize.
 #   thread   TSan (BUILD_DIR build-tsan): the unit tests and the lit
 #            suite (the executor's device threads, the collective queue,
 #            the data pipeline, mdrun under mpirun). OpenMP, OpenBLAS,
@@ -44,13 +43,9 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:allocator_may_return_null=1}
 status=0
 if [ "$kind" = address ]; then
-  echo "== unit tests (ASan, UBSan, LeakSanitizer)"
+  echo "== unit tests and lit suite (ASan, UBSan, LeakSanitizer)"
   ASAN_OPTIONS=${ASAN_OPTIONS:-$asan:detect_leaks=1} \
-    ctest --test-dir "$BUILD_DIR" -j "$jobs" -L unit --output-on-failure "$@" ||
-    status=1
-  echo "== lit suite (ASan, UBSan)"
-  ASAN_OPTIONS=${ASAN_OPTIONS:-$asan:detect_leaks=0} \
-    ctest --test-dir "$BUILD_DIR" -j "$jobs" -L lit --output-on-failure "$@" ||
+    ctest --test-dir "$BUILD_DIR" -j "$jobs" --output-on-failure "$@" ||
     status=1
 else
   archer=/usr/lib/llvm-14/lib/libarcher.so
