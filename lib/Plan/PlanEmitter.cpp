@@ -645,16 +645,13 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
 }
 
 static fb::InitKind initKind(StringRef Name) {
-  return StringSwitch<fb::InitKind>(Name)
-      .Case("zeros", fb::InitKind::Zeros)
-      .Case("ones", fb::InitKind::Ones)
-      .Case("constant", fb::InitKind::Constant)
-      .Case("normal", fb::InitKind::Normal)
-      .Case("truncated_normal", fb::InitKind::TruncatedNormal)
-      .Case("uniform", fb::InitKind::Uniform)
-      .Case("glorot_normal", fb::InitKind::GlorotNormal)
-      .Case("he_normal", fb::InitKind::HeNormal)
-      .Default(fb::InitKind::GlorotUniform);
+  const std::vector<std::string> &Names = mdrt::initKindNames();
+  auto It = llvm::find(Names, Name);
+  // verifyAndCompleteAttrs allows only these names.
+  assert(It != Names.end() && "an initializer the Variable op does not allow");
+  if (It == Names.end())
+    return fb::InitKind::GlorotUniform;
+  return fb::InitKind(It - Names.begin());
 }
 
 Expected<PlanBytes> Emitter::emit() {

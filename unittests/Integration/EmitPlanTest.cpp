@@ -15,6 +15,7 @@
 #include "mdplan/IR/OpRegistry.h"
 #include "mdplan/Plan/PlanEmitter.h"
 #include "mdplan/Support/Diagnostic.h"
+#include "mdrt/Plan.h"
 
 #include "gtest/gtest.h"
 
@@ -33,6 +34,20 @@ TEST(EmitPlanTest, NeedsPlanMemory) {
     EXPECT_EQ(errorMessage(Plan.takeError()),
               "emitting a plan needs plan-memory to run first");
   }
+}
+
+TEST(EmitPlanTest, InitializerNamesAreThePlanFormats) {
+  // The Variable op allows the initializers the plan format numbers, in
+  // its order: the emitter maps one list onto the other by position.
+  const OpDef *Var = OpRegistry::get().lookup("Variable");
+  ASSERT_TRUE(Var);
+  const AttrDef *Init = Var->findAttr("initializer");
+  ASSERT_TRUE(Init);
+  std::vector<std::string> Allowed(Init->Allowed.begin(), Init->Allowed.end());
+  EXPECT_EQ(Allowed, mdrt::initKindNames());
+  EXPECT_STREQ(mdrt::initKindName(mdplan::plan::InitKind::HeNormal),
+               "he_normal");
+  EXPECT_STREQ(mdrt::initKindName(mdplan::plan::InitKind(200)), "unknown");
 }
 
 } // namespace

@@ -39,6 +39,13 @@ namespace fb = mdplan::plan;
 /// may span), inputs and outputs. Never crashes on any input.
 Status verifyPlan(const uint8_t *Data, size_t Size);
 
+/// The graph format's name of each initializer kind, in InitKind order
+/// (`zeros`, ..., `glorot_uniform`, ...): the one list the compiler's
+/// Variable op, the emitter and the plan printer use.
+const std::vector<std::string> &initKindNames();
+/// The name of \p K, or "unknown" for a value outside the enum.
+const char *initKindName(fb::InitKind K);
+
 /// A verified plan owning its bytes.
 class PlanFile {
 public:

@@ -600,6 +600,26 @@ Status Checker::run() {
   return Status::ok();
 }
 
+const std::vector<std::string> &mdrt::initKindNames() {
+  static const std::vector<std::string> Names = {"zeros",
+                                                 "ones",
+                                                 "constant",
+                                                 "normal",
+                                                 "truncated_normal",
+                                                 "uniform",
+                                                 "glorot_uniform",
+                                                 "glorot_normal",
+                                                 "he_normal"};
+  static_assert(unsigned(fb::InitKind::MAX) == 8, "one name per InitKind");
+  return Names;
+}
+
+const char *mdrt::initKindName(fb::InitKind K) {
+  const std::vector<std::string> &Names = initKindNames();
+  unsigned I = unsigned(K);
+  return I < Names.size() ? Names[I].c_str() : "unknown";
+}
+
 Status mdrt::verifyPlan(const uint8_t *Data, size_t Size) {
   if (Size < 8)
     return Status::error("not a plan: the file is " + std::to_string(Size) +

@@ -65,20 +65,6 @@ static const char *dtypeText(fb::DType T) {
   }
 }
 
-static const char *initText(fb::InitKind K) {
-  static const char *Names[] = {"zeros",
-                                "ones",
-                                "constant",
-                                "normal",
-                                "truncated_normal",
-                                "uniform",
-                                "glorot_uniform",
-                                "glorot_normal",
-                                "he_normal"};
-  unsigned I = unsigned(K);
-  return I < sizeof(Names) / sizeof(Names[0]) ? Names[I] : "unknown";
-}
-
 static std::string doubleText(double D) {
   char Buf[32];
   for (int Prec = 1; Prec <= 17; ++Prec) {
@@ -184,7 +170,7 @@ void mdrt::printPlanText(const fb::Plan &P, std::ostream &OS) {
     for (size_t I = 0; I < P.variables()->size(); ++I) {
       const fb::Variable *V = P.variables()->Get(I);
       OS << "variable v" << I << ' ' << V->name()->str() << " b" << V->buffer()
-         << ' ' << initText(V->init());
+         << ' ' << mdrt::initKindName(V->init());
       switch (V->init()) {
       case fb::InitKind::Constant:
         OS << " value=" << doubleText(V->value());
