@@ -10,6 +10,7 @@
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
+#include <cstring>
 
 using namespace llvm;
 using namespace mdplan;
@@ -112,6 +113,96 @@ void Attr::print(raw_ostream &OS) const {
   }
 }
 
+static uint64_t bitsOf(double F) {
+  uint64_t B;
+  std::memcpy(&B, &F, sizeof B);
+  return B;
+}
+
+bool Attr::isIdentical(const Attr &O) const {
+  if (kind() != O.kind())
+    return false;
+  switch (kind()) {
+  case AttrKind::Float:
+    return bitsOf(getFloat()) == bitsOf(O.getFloat());
+  case AttrKind::FloatList: {
+    const std::vector<double> &A = getFloats(), &B = O.getFloats();
+    return A.size() == B.size() &&
+           std::equal(A.begin(), A.end(), B.begin(), [](double P, double Q) {
+             return bitsOf(P) == bitsOf(Q);
+           });
+  }
+  default:
+    return *this == O;
+  }
+}
+
+hash_code mdplan::hash_value(const Attr &A) {
+  hash_code H = llvm::hash_value(unsigned(A.kind()));
+  switch (A.kind()) {
+  case AttrKind::Int:
+    return hash_combine(H, A.getInt());
+  case AttrKind::Float:
+    return hash_combine(H, bitsOf(A.getFloat()));
+  case AttrKind::Bool:
+    return hash_combine(H, A.getBool());
+  case AttrKind::String:
+    return hash_combine(H, StringRef(A.getString()));
+  case AttrKind::Type:
+    return hash_combine(H, unsigned(A.getType()));
+  case AttrKind::Shape: {
+    const Shape &S = A.getShape();
+    return hash_combine(H,
+                        hash_combine_range(S.dims().begin(), S.dims().end()));
+  }
+  case AttrKind::IntList:
+    return hash_combine(
+        H, hash_combine_range(A.getInts().begin(), A.getInts().end()));
+  case AttrKind::FloatList:
+    for (double F : A.getFloats())
+      H = hash_combine(H, bitsOf(F));
+    return H;
+  case AttrKind::StringList:
+    for (const std::string &S : A.getStrings())
+      H = hash_combine(H, StringRef(S));
+    return H;
+  }
+  llvm_unreachable("unknown attribute kind");
+}
+
+bool AttrDict::isIdentical(const AttrDict &O) const {
+  if (S == O.S)
+    return true;
+  ArrayRef<Entry> A = entries(), B = O.entries();
+  return A.size() == B.size() &&
+         std::equal(
+             A.begin(), A.end(), B.begin(), [](const Entry &X, const Entry &Y) {
+               return X.first == Y.first && X.second.isIdentical(Y.second);
+             });
+}
+
+hash_code mdplan::hash_value(const AttrDict &D) {
+  hash_code H = llvm::hash_value(D.size());
+  for (const AttrDict::Entry &E : D)
+    H = hash_combine(H, StringRef(E.first), E.second);
+  return H;
+}
+
+AttrDict AttrDictUniquer::unique(AttrDict D) {
+  if (D.empty())
+    return D;
+  // DenseMap reserves the two largest keys.
+  uint64_t Key = size_t(hash_value(D));
+  if (Key >= ~uint64_t(1))
+    Key -= 2;
+  SmallVector<AttrDict, 1> &Bucket = Seen[Key];
+  for (const AttrDict &Prev : Bucket)
+    if (Prev.isIdentical(D))
+      return Prev;
+  Bucket.push_back(D);
+  return D;
+}
+
 SmallVector<AttrDict::Entry, 0> &AttrDict::mutableEntries() {
   if (!S)
     S = makeIntrusiveRefCnt<Storage>();
@@ -129,33 +220,53 @@ static bool entryBefore(const AttrDict::Entry &E, StringRef N) {
 }
 
 void AttrDict::set(StringRef Name, Attr Value) {
-  SmallVector<Entry, 0> &Entries = mutableEntries();
-  auto It = std::lower_bound(Entries.begin(), Entries.end(), Name, entryBefore);
-  if (It != Entries.end() && It->first == Name) {
-    It->second = std::move(Value);
+  ArrayRef<Entry> Cur = entries();
+  size_t Pos =
+      std::lower_bound(Cur.begin(), Cur.end(), Name, entryBefore) - Cur.begin();
+  bool Found = Pos != Cur.size() && Cur[Pos].first == Name;
+  if (S && !S->isShared()) {
+    if (Found)
+      S->Entries[Pos].second = std::move(Value);
+    else
+      S->Entries.insert(S->Entries.begin() + Pos,
+                        Entry(Name.str(), std::move(Value)));
     return;
   }
-  Entries.insert(It, Entry(Name.str(), std::move(Value)));
+  // A new storage (none yet, or shared): one allocation at the final size,
+  // the entries copied around the changed one.
+  auto Own = makeIntrusiveRefCnt<Storage>();
+  Own->Entries.reserve(Cur.size() + !Found);
+  Own->Entries.append(Cur.begin(), Cur.begin() + Pos);
+  Own->Entries.emplace_back(Name.str(), std::move(Value));
+  Own->Entries.append(Cur.begin() + Pos + Found, Cur.end());
+  S = std::move(Own);
 }
 
 const Attr *AttrDict::get(StringRef Name) const {
-  ArrayRef<Entry> Entries = entries();
-  auto It = std::lower_bound(Entries.begin(), Entries.end(), Name, entryBefore);
-  if (It != Entries.end() && It->first == Name)
-    return &It->second;
+  // A dictionary holds a dozen entries at most: a scan that compares sizes
+  // first does about one string comparison, a binary search four.
+  for (const Entry &E : entries())
+    if (E.first.size() == Name.size() && StringRef(E.first) == Name)
+      return &E.second;
   return nullptr;
 }
 
 bool AttrDict::erase(StringRef Name) {
-  if (!has(Name))
+  ArrayRef<Entry> Cur = entries();
+  size_t Pos =
+      std::lower_bound(Cur.begin(), Cur.end(), Name, entryBefore) - Cur.begin();
+  if (Pos == Cur.size() || Cur[Pos].first != Name)
     return false;
-  SmallVector<Entry, 0> &Entries = mutableEntries();
-  for (auto It = Entries.begin(); It != Entries.end(); ++It)
-    if (It->first == Name) {
-      Entries.erase(It);
-      return true;
-    }
-  llvm_unreachable("has() found the attribute");
+  if (!S->isShared()) {
+    S->Entries.erase(S->Entries.begin() + Pos);
+    return true;
+  }
+  auto Own = makeIntrusiveRefCnt<Storage>();
+  Own->Entries.reserve(Cur.size() - 1);
+  Own->Entries.append(Cur.begin(), Cur.begin() + Pos);
+  Own->Entries.append(Cur.begin() + Pos + 1, Cur.end());
+  S = std::move(Own);
+  return true;
 }
 
 int64_t AttrDict::getInt(StringRef Name, int64_t Default) const {

@@ -234,6 +234,9 @@ Node *Graph::createNode(StringMapEntry<Node *> &Entry, const OpDef &Op) {
   Entry.second = N;
   NodeList.emplace_back(N);
   N->setNumOutputs(Op.NumOutputs >= 0 ? Op.NumOutputs : 0);
+  // Outside every device scope until told otherwise: the passes may rely
+  // on every node having a stack.
+  N->setStack(&Root);
   return N;
 }
 

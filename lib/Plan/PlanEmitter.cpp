@@ -16,7 +16,6 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cstring>
@@ -180,7 +179,6 @@ private:
   std::map<std::string, uint32_t> DeviceIds;
   std::vector<uint64_t> Arena, Persistent;
   std::vector<BufInfo> Bufs;
-  StringMap<uint32_t> VariableBuffer; // train variables by name
   std::vector<const Node *> VarNodes; // in plan order
   std::vector<std::pair<const Node *, uint32_t>> ConstNodes;
 };
@@ -237,13 +235,17 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
     if (B.Persistent) {
       const Node *N = K.first;
       if (IsEval && N->getOp().isVariable()) {
-        auto It = VariableBuffer.find(N->getName());
-        if (It != VariableBuffer.end()) {
-          const BufInfo &TB = Bufs[It->second];
+        // The training program's variable of that name, if it has one.
+        const Node *TV = Train.lookup(N->getName());
+        uint32_t TId = TV && TV->getOp().isVariable() && TV->getNumOutputs()
+                           ? Progs[0].findBuf({TV, 0})
+                           : Prog::NoBuffer;
+        if (TId != Prog::NoBuffer) {
+          const BufInfo &TB = Bufs[TId];
           if (TB.Bytes != I.Bytes || TB.Elt != I.Elt || TB.Device != I.Device)
             return N->error("differs between the training and evaluation "
                             "programs (type or device)");
-          P.setBuf(K, It->second);
+          P.setBuf(K, TId);
           return Error::success();
         }
       }
@@ -256,8 +258,6 @@ Error Emitter::assignBuffers(Prog &P, bool IsEval) {
     Bufs.push_back(std::move(I));
     P.setBuf(K, Id);
     if (K.first->getOp().isVariable()) {
-      if (!IsEval)
-        VariableBuffer[K.first->getName()] = Id;
       VarNodes.push_back(K.first);
     } else if (K.first->getOp().is(OF_Constant)) {
       ConstNodes.push_back({K.first, Id});
@@ -336,46 +336,6 @@ flatbuffers::Offset<fb::Attr> Emitter::emitAttr(StringRef Name, const Attr &A) {
   return fb::CreateAttr(FB, NameOff, K, I, F, S, Ints, Floats, Strings);
 }
 
-/// The bits of a double: 0.0 and -0.0 are different attributes.
-static uint64_t bitsOf(double F) {
-  uint64_t B;
-  std::memcpy(&B, &F, sizeof B);
-  return B;
-}
-
-static hash_code hashAttr(const Attr &A) {
-  hash_code H = hash_value(unsigned(A.kind()));
-  switch (A.kind()) {
-  case AttrKind::Int:
-    return hash_combine(H, A.getInt());
-  case AttrKind::Float:
-    return hash_combine(H, bitsOf(A.getFloat()));
-  case AttrKind::Bool:
-    return hash_combine(H, A.getBool());
-  case AttrKind::String:
-    return hash_combine(H, StringRef(A.getString()));
-  case AttrKind::Type:
-    return hash_combine(H, unsigned(A.getType()));
-  case AttrKind::Shape: {
-    const Shape &S = A.getShape();
-    return hash_combine(H,
-                        hash_combine_range(S.dims().begin(), S.dims().end()));
-  }
-  case AttrKind::IntList:
-    return hash_combine(
-        H, hash_combine_range(A.getInts().begin(), A.getInts().end()));
-  case AttrKind::FloatList:
-    for (double F : A.getFloats())
-      H = hash_combine(H, bitsOf(F));
-    return H;
-  case AttrKind::StringList:
-    for (const std::string &S : A.getStrings())
-      H = hash_combine(H, StringRef(S));
-    return H;
-  }
-  llvm_unreachable("unknown attribute kind");
-}
-
 /// A DenseMap key for \p H (which reserves the two largest values).
 static uint64_t tableKey(hash_code H) {
   uint64_t K = size_t(H);
@@ -383,27 +343,12 @@ static uint64_t tableKey(hash_code H) {
 }
 
 static hash_code hashEntry(const AttrDict::Entry &E) {
-  return hash_combine(StringRef(E.first), hashAttr(E.second));
+  return hash_combine(StringRef(E.first), E.second);
 }
 
 /// Equal as plan attributes: floats compare by their bits.
 static bool sameEntry(const AttrDict::Entry &X, const AttrDict::Entry &Y) {
-  if (X.first != Y.first || X.second.kind() != Y.second.kind())
-    return false;
-  switch (X.second.kind()) {
-  case AttrKind::Float:
-    return bitsOf(X.second.getFloat()) == bitsOf(Y.second.getFloat());
-  case AttrKind::FloatList: {
-    const std::vector<double> &A = X.second.getFloats(),
-                              &B = Y.second.getFloats();
-    return A.size() == B.size() &&
-           std::equal(A.begin(), A.end(), B.begin(), [](double P, double Q) {
-             return bitsOf(P) == bitsOf(Q);
-           });
-  }
-  default:
-    return X.second == Y.second;
-  }
+  return X.first == Y.first && X.second.isIdentical(Y.second);
 }
 
 flatbuffers::Offset<fb::Attr> Emitter::sharedAttr(const AttrDict::Entry &E,
@@ -694,29 +639,40 @@ Expected<PlanBytes> Emitter::emit() {
   }
 
   // Variables (train's, then any only the evaluation uses).
-  StringMap<int> VarIndex;
+  // VarNodes holds each name once: the evaluation program's variables that
+  // the training program has too were given the training program's buffer
+  // and are not in it.
+  DenseMap<const Node *, int> VarIndex;
   for (const Node *V : VarNodes)
-    VarIndex.try_emplace(V->getName(), int(VarIndex.size()));
+    VarIndex.try_emplace(V, int(VarIndex.size()));
+  // The index of the variable called \p Name, or -1.
+  auto IndexOf = [&](StringRef Name) {
+    for (Prog &P : Progs)
+      if (const Node *V = P.G->lookup(Name)) {
+        auto It = VarIndex.find(V);
+        if (It != VarIndex.end())
+          return It->second;
+      }
+    return -1;
+  };
   std::vector<flatbuffers::Offset<fb::Variable>> VarOffs;
   uint64_t Fingerprint = mdrt::hashName(Train.getName().str().c_str());
-  StringSet<> Done;
-  std::vector<std::string> Signature;
+  // A variable as the fingerprint sees it: "name type".
+  struct VarSig {
+    StringRef Name;
+    std::string Type;
+  };
+  std::vector<VarSig> Signature;
+  Signature.reserve(VarNodes.size());
   for (const Node *V : VarNodes) {
     StringRef Name = V->getName();
-    if (!Done.insert(Name).second)
-      continue;
     const AttrDict &A = V->attrs();
     int64_t Seed = A.getInt("seed");
     uint64_t Stream =
-        Seed ? uint64_t(Seed) : mdrt::hashName(Name.str().c_str());
+        Seed ? uint64_t(Seed) : mdrt::hashBytes(Name.data(), Name.size());
     StringRef Mirror = A.getString("mirror_of");
-    int MirrorOf = -1;
-    if (!Mirror.empty()) {
-      auto It = VarIndex.find(Mirror);
-      if (It != VarIndex.end())
-        MirrorOf = It->second;
-    }
-    uint32_t Buf = VariableBuffer.lookup(Name);
+    int MirrorOf = Mirror.empty() ? -1 : IndexOf(Mirror);
+    uint32_t Buf = 0;
     for (Prog &P : Progs)
       if (uint32_t Id = P.findBuf({V, 0}); Id != Prog::NoBuffer)
         Buf = Id;
@@ -727,14 +683,31 @@ Expected<PlanBytes> Emitter::emit() {
         A.getFloat("init_stddev", 1.0), A.getFloat("init_min", -0.05),
         A.getFloat("init_max", 0.05), Stream, A.getBool("trainable", true),
         MirrorOf));
-    Signature.push_back((Name + " " + V->getOutputType(0).str()).str());
+    Signature.push_back({Name, V->getOutputType(0).str()});
   }
   // The variables as a set: the order of the plan's list depends on the
   // deployment (slots follow the all-reduce buckets), not what they are.
-  // (Each name once: Done skips repeats.)
-  llvm::sort(Signature);
-  for (const std::string &NameAndType : Signature)
-    Fingerprint = mdrt::hashName(NameAndType.c_str(), Fingerprint);
+  // Sorted as the strings "name type" would be, without making them.
+  llvm::sort(Signature, [](const VarSig &X, const VarSig &Y) {
+    StringRef A = X.Name, B = Y.Name;
+    size_t N = std::min(A.size(), B.size());
+    if (int C = N ? std::memcmp(A.data(), B.data(), N) : 0)
+      return C < 0;
+    if (A.size() == B.size())
+      return X.Type < Y.Type;
+    // One name is a prefix of the other: the space after it against the
+    // other's next character.
+    unsigned char CA = A.size() > N ? A[N] : ' ';
+    unsigned char CB = B.size() > N ? B[N] : ' ';
+    if (CA != CB)
+      return CA < CB;
+    return (A + " " + X.Type).str() < (B + " " + Y.Type).str();
+  });
+  for (const VarSig &V : Signature) {
+    Fingerprint = mdrt::hashBytes(V.Name.data(), V.Name.size(), Fingerprint);
+    Fingerprint = mdrt::hashBytes(" ", 1, Fingerprint);
+    Fingerprint = mdrt::hashBytes(V.Type.data(), V.Type.size(), Fingerprint);
+  }
   std::vector<flatbuffers::Offset<fb::Constant>> ConstOffs;
   for (auto &[N, Buf] : ConstNodes)
     ConstOffs.push_back(fb::CreateConstant(

@@ -36,17 +36,27 @@ public:
 
 } // namespace
 
-/// Creates a zero-initialized slot variable colocated with \p Var.
-static Node *createSlot(Graph &G, Node *Var, StringRef Suffix) {
+/// The attributes of \p Var's optimizer slots: its own, zero-initialized,
+/// not trainable, no mirror.
+static AttrDict slotAttrs(const Node &Var) {
+  AttrDict A = Var.attrs();
+  A.set("initializer", "zeros");
+  A.set("trainable", false);
+  A.erase("mirror_of");
+  return A;
+}
+
+/// Creates the slot \p Suffix of \p Var, colocated with it, with the
+/// attributes \p Attrs (of slotAttrs; the slots of a variable share them).
+/// Null if the name is taken.
+static Node *createSlot(Graph &G, Node *Var, StringRef Suffix,
+                        const AttrDict &Attrs) {
   std::string Name = (Var->getName() + "/" + Suffix).str();
   if (G.lookup(Name))
     return nullptr;
   Node *Slot = G.createNode(Name, opDef(OpKind::Variable));
   const TensorType &T = Var->getOutputType(0);
-  Slot->attrs() = Var->attrs();
-  Slot->attrs().set("initializer", "zeros");
-  Slot->attrs().set("trainable", false);
-  Slot->attrs().erase("mirror_of");
+  Slot->attrs() = Attrs;
   Slot->setStack(Var->getStack());
   Slot->setColocateWith(Var);
   Slot->setRole(NodeRole::Variable);
@@ -148,36 +158,43 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
   std::vector<Node *> Updates;
   B.setStack(OptStack);
   B.setRole(NodeRole::Optimizer);
+  // The update ops' attributes and slots, the same for every variable (the
+  // ops share one dictionary).
+  AttrDict UpdateAttrs;
+  UpdateAttrs.set("learning_rate", O.LearningRate);
+  UpdateAttrs.set("decay_steps", O.DecaySteps);
+  UpdateAttrs.set("decay_rate", O.DecayRate);
+  OpKind K = OpKind::ApplyGradientDescent;
+  StringRef Slots[2];
+  switch (O.K) {
+  case OptimizerSettings::Kind::SGD:
+    break;
+  case OptimizerSettings::Kind::Momentum:
+    K = OpKind::ApplyMomentum;
+    Slots[0] = "Momentum";
+    UpdateAttrs.set("momentum", O.Momentum);
+    UpdateAttrs.set("nesterov", O.Nesterov);
+    break;
+  case OptimizerSettings::Kind::Adam:
+    K = OpKind::ApplyAdam;
+    Slots[0] = "Adam";
+    Slots[1] = "Adam_1";
+    UpdateAttrs.set("beta1", O.Beta1);
+    UpdateAttrs.set("beta2", O.Beta2);
+    UpdateAttrs.set("epsilon", O.Epsilon);
+    break;
+  }
+  // The copies of a variable in the clones differ only in mirror_of, which
+  // their slots drop: their slots share one dictionary.
+  AttrDictUniquer SlotUniquer;
   for (auto &[Var, Grad] : S.SummedGradients) {
-    AttrDict A;
-    A.set("learning_rate", O.LearningRate);
-    A.set("decay_steps", O.DecaySteps);
-    A.set("decay_rate", O.DecayRate);
     SmallVector<TensorRef, 5> Ins = {TensorRef(Var)};
-    OpKind K = OpKind::ApplyGradientDescent;
-    StringRef Slots[2];
-    switch (O.K) {
-    case OptimizerSettings::Kind::SGD:
-      break;
-    case OptimizerSettings::Kind::Momentum:
-      K = OpKind::ApplyMomentum;
-      Slots[0] = "Momentum";
-      A.set("momentum", O.Momentum);
-      A.set("nesterov", O.Nesterov);
-      break;
-    case OptimizerSettings::Kind::Adam:
-      K = OpKind::ApplyAdam;
-      Slots[0] = "Adam";
-      Slots[1] = "Adam_1";
-      A.set("beta1", O.Beta1);
-      A.set("beta2", O.Beta2);
-      A.set("epsilon", O.Epsilon);
-      break;
-    }
+    AttrDict SlotAttrs =
+        Slots[0].empty() ? AttrDict() : SlotUniquer.unique(slotAttrs(*Var));
     for (StringRef Suffix : Slots) {
       if (Suffix.empty())
         continue;
-      Node *Slot = createSlot(G, Var, Suffix);
+      Node *Slot = createSlot(G, Var, Suffix, SlotAttrs);
       if (!Slot)
         return Var->error("cannot create its optimizer slot '" +
                           Var->getName() + "/" + Suffix +
@@ -187,7 +204,7 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
     Ins.push_back(Grad);
     Ins.push_back(TensorRef(GlobalStep));
     std::string Name = ("update_" + Var->getName() + "/" + opDef(K).Name).str();
-    Node *U = B.createNamed(G.uniqueName(Name), K, Ins, std::move(A));
+    Node *U = B.createNamed(G.uniqueName(Name), K, Ins, UpdateAttrs);
     if (Error E = B.takeError())
       return E;
     U->setColocateWith(Var);

@@ -27,26 +27,34 @@ ArenaPlan mdplan::planGreedyBySize(ArrayRef<LiveRange> Ranges,
       return Ranges[A].Bytes > Ranges[B].Bytes;
     return Ranges[A].Start < Ranges[B].Start;
   });
-  // Placed buffers sorted by offset.
-  std::multimap<uint64_t, size_t> Placed;
+  // Placed buffers sorted by offset (equal offsets in placement order), with
+  // what the scan reads of them: one contiguous array.
+  struct PlacedBuf {
+    uint64_t Off;
+    int64_t Start, End;
+    uint64_t Size;
+  };
+  std::vector<PlacedBuf> Placed;
+  Placed.reserve(N);
   for (size_t I : Order) {
     const LiveRange &R = Ranges[I];
     uint64_t Size = alignUp(std::max<uint64_t>(R.Bytes, 1), Alignment);
     uint64_t Prev = 0, Best = UINT64_MAX, BestGap = UINT64_MAX;
-    for (const auto &[Off, J] : Placed) {
-      const LiveRange &O = Ranges[J];
+    for (const PlacedBuf &O : Placed) {
       if (O.End < R.Start || R.End < O.Start)
         continue; // Not live at the same time.
-      if (Off >= Prev && Off - Prev >= Size && Off - Prev < BestGap) {
+      if (O.Off >= Prev && O.Off - Prev >= Size && O.Off - Prev < BestGap) {
         Best = Prev;
-        BestGap = Off - Prev;
+        BestGap = O.Off - Prev;
       }
-      Prev = std::max(Prev,
-                      Off + alignUp(std::max<uint64_t>(O.Bytes, 1), Alignment));
+      Prev = std::max(Prev, O.Off + O.Size);
     }
     uint64_t Off = Best != UINT64_MAX ? Best : Prev;
     P.Offsets[I] = Off;
-    Placed.emplace(Off, I);
+    auto At = std::upper_bound(
+        Placed.begin(), Placed.end(), Off,
+        [](uint64_t V, const PlacedBuf &B) { return V < B.Off; });
+    Placed.insert(At, {Off, R.Start, R.End, Size});
     P.ArenaBytes = std::max(P.ArenaBytes, Off + Size);
   }
   return P;

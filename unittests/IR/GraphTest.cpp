@@ -16,6 +16,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mdplan;
@@ -263,6 +264,84 @@ TEST(AttrDictTest, CopiesShareUntilOneChanges) {
   EXPECT_TRUE(E.empty());
   EXPECT_FALSE(F.sharesStorageWith(E));
   EXPECT_TRUE(F == E);
+}
+
+TEST(AttrDictTest, IdenticalComparesFloatsByTheirBits) {
+  EXPECT_TRUE(Attr(0.0) == Attr(-0.0));
+  EXPECT_FALSE(Attr(0.0).isIdentical(Attr(-0.0)));
+  double NaN = std::nan("");
+  EXPECT_FALSE(Attr(NaN) == Attr(NaN));
+  EXPECT_TRUE(Attr(NaN).isIdentical(Attr(NaN)));
+  EXPECT_FALSE(Attr(std::vector<double>{1.0, 0.0})
+                   .isIdentical(Attr(std::vector<double>{1.0, -0.0})));
+  EXPECT_FALSE(Attr(std::vector<double>{1.0})
+                   .isIdentical(Attr(std::vector<double>{1.0, 1.0})));
+  EXPECT_TRUE(Attr("s").isIdentical(Attr("s")));
+  // Another kind is another value, even when == converts.
+  EXPECT_FALSE(Attr(int64_t(1)).isIdentical(Attr(1.0)));
+  EXPECT_EQ(hash_value(Attr(NaN)), hash_value(Attr(NaN)));
+  EXPECT_EQ(hash_value(Attr(Shape({2, 3}))), hash_value(Attr(Shape({2, 3}))));
+
+  AttrDict A, B;
+  A.set("x", Attr(0.0));
+  B.set("x", Attr(-0.0));
+  EXPECT_TRUE(A == B);
+  EXPECT_FALSE(A.isIdentical(B));
+  B.set("x", Attr(0.0));
+  EXPECT_TRUE(A.isIdentical(B));
+  EXPECT_EQ(hash_value(A), hash_value(B));
+  B.set("y", Attr(true));
+  EXPECT_FALSE(A.isIdentical(B));
+}
+
+TEST(AttrDictTest, UniquerSharesIdenticalDictionaries) {
+  auto Make = [](double F, llvm::StringRef S) {
+    AttrDict D;
+    D.set("f", Attr(F));
+    D.set("s", Attr(S));
+    return D;
+  };
+  AttrDictUniquer U;
+  AttrDict First = U.unique(Make(1.5, "a"));
+  AttrDict Same = U.unique(Make(1.5, "a"));
+  EXPECT_TRUE(Same.sharesStorageWith(First));
+  EXPECT_FALSE(U.unique(Make(1.5, "b")).sharesStorageWith(First));
+  // 0.0 and -0.0 stay apart.
+  AttrDict Zero = U.unique(Make(0.0, "a"));
+  AttrDict Negative = U.unique(Make(-0.0, "a"));
+  EXPECT_FALSE(Negative.sharesStorageWith(Zero));
+  EXPECT_TRUE(std::signbit(Negative.getFloat("f")));
+  // Changing a shared dictionary copies it (the uniquer's stays).
+  Same.set("s", Attr("c"));
+  EXPECT_EQ(First.getString("s"), "a");
+  EXPECT_TRUE(U.unique(Make(1.5, "a")).sharesStorageWith(First));
+  // The empty dictionary has no storage to share.
+  EXPECT_TRUE(U.unique(AttrDict()).empty());
+}
+
+TEST(AttrDictTest, SetAndEraseOnSharedStorageKeepTheOrder) {
+  AttrDict D;
+  for (const char *N : {"b", "d"})
+    D.set(N, Attr(int64_t(N[0])));
+  for (const char *N : {"a", "c", "e", "d"}) {
+    AttrDict Copy = D;
+    Copy.set(N, Attr(int64_t(1)));
+    std::string Order;
+    for (const auto &[Name, Value] : Copy)
+      Order += Name;
+    std::string Want = std::string("bd") + N;
+    std::sort(Want.begin(), Want.end());
+    Want.erase(std::unique(Want.begin(), Want.end()), Want.end());
+    EXPECT_EQ(Order, Want) << "set " << N;
+    EXPECT_EQ(Copy.getInt(N), 1);
+    EXPECT_EQ(D.size(), 2u);
+    EXPECT_EQ(D.getInt("d"), int64_t('d'));
+  }
+  AttrDict Copy = D;
+  EXPECT_TRUE(Copy.erase("b"));
+  EXPECT_EQ(Copy.size(), 1u);
+  EXPECT_TRUE(Copy.has("d"));
+  EXPECT_TRUE(D.has("b"));
 }
 
 TEST(AttrDictTest, GraphCopiesShareAttributes) {

@@ -9,6 +9,8 @@
 
 #include "mdplan/IR/Types.h"
 
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/IntrusiveRefCntPtr.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -79,6 +81,10 @@ public:
 
   bool operator==(const Attr &O) const { return V == O.V; }
   bool operator!=(const Attr &O) const { return !(V == O.V); }
+  /// The same value, floats compared by their bits: unlike ==, 0.0 and -0.0
+  /// differ and a NaN is identical to itself. What may stand for the other
+  /// in a plan or a shared dictionary.
+  bool isIdentical(const Attr &O) const;
 
   /// Prints the value as it appears in diagnostics and plan text:
   /// `3`, `0.5`, `true`, `"SAME"`, `float32`, `[2,3]`, `[1,1]`.
@@ -87,6 +93,9 @@ public:
 private:
   Storage V;
 };
+
+/// A hash consistent with Attr::isIdentical.
+llvm::hash_code hash_value(const Attr &A);
 
 /// A node's attributes, sorted by name so iteration is deterministic.
 ///
@@ -131,6 +140,8 @@ public:
   }
   /// True when both share one storage (a copy neither side changed).
   bool sharesStorageWith(const AttrDict &O) const { return S && S == O.S; }
+  /// The same names with identical values (Attr::isIdentical).
+  bool isIdentical(const AttrDict &O) const;
 
 private:
   /// The entries, shared by the copies of a dictionary. No inline room: a
@@ -152,6 +163,24 @@ private:
   llvm::SmallVector<Entry, 0> &mutableEntries();
 
   llvm::IntrusiveRefCntPtr<Storage> S;
+};
+
+/// A hash consistent with AttrDict::isIdentical.
+llvm::hash_code hash_value(const AttrDict &D);
+
+/// Gives identical dictionaries one storage. A pass that makes many nodes
+/// with the same large dictionary (the optimizer slots of every clone's
+/// copy of a variable) passes each through one uniquer, so that they cost
+/// one allocation between them. Sharing is invisible to users of the
+/// dictionaries (copy-on-write). Hashing costs about as much as the
+/// allocation of a small dictionary: not worth it for those.
+class AttrDictUniquer {
+public:
+  /// \p D, or the identical dictionary seen first.
+  AttrDict unique(AttrDict D);
+
+private:
+  llvm::DenseMap<uint64_t, llvm::SmallVector<AttrDict, 1>> Seen;
 };
 
 } // namespace mdplan

@@ -53,6 +53,15 @@ MDRT_HOST_DEVICE inline float uniformRandomFloat(uint64_t Seed, uint64_t Stream,
          (1.0f / 16777216.0f);
 }
 
+/// The FNV-1a hash of \p Size bytes, continuing from \p H: hashing two
+/// pieces one after the other hashes their concatenation.
+inline uint64_t hashBytes(const char *Data, size_t Size,
+                          uint64_t H = 0xcbf29ce484222325ull) {
+  for (size_t I = 0; I < Size; ++I)
+    H = (H ^ uint64_t(uint8_t(Data[I]))) * 0x100000001b3ull;
+  return H;
+}
+
 /// A 64-bit hash of a string (FNV-1a), for streams derived from names.
 inline uint64_t hashName(const char *S, uint64_t H = 0xcbf29ce484222325ull) {
   for (; *S; ++S)
