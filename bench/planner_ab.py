@@ -8,6 +8,7 @@ two plans are byte-identical, and if not whether their text dumps
 
   bench/planner_ab.py BEFORE AFTER [--sizes=2000,8000] [--reps=3]
                       [--kind=mlp|resnet] [--clones=1]
+                      [--strategy=ps|mirrored]
 
 BEFORE and AFTER are mdplan executables, e.g. one built from an older
 commit (git worktree add /tmp/base OLD && cmake ... && ninja mdplan).
@@ -41,12 +42,14 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--kind", default="mlp", choices=["mlp", "resnet"])
     p.add_argument("--clones", type=int, default=1)
+    p.add_argument("--strategy", default="ps", choices=["ps", "mirrored"])
     a = p.parse_args()
     for b in (a.before, a.after):
         if not os.access(b, os.X_OK):
             sys.exit(f"planner_ab.py: '{b}' is not an executable")
     load = os.getloadavg()
-    print(f"# {a.before} against {a.after}, {a.reps} reps interleaved, "
+    print(f"# {a.before} against {a.after}, {a.clones} clone(s), "
+          f"{a.strategy}, {a.reps} reps interleaved, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"{'size':>7} {'before s':>9} {'after s':>9} {'ratio':>6} "
           f"{'faults before':>14} {'faults after':>13} {'MB before':>10} "
@@ -66,6 +69,7 @@ def main():
                 for i in order:
                     binary = (a.before, a.after)[i]
                     cpu, flt = run(binary, [model, f"--num-clones={a.clones}",
+                                            f"--strategy={a.strategy}",
                                             "-o", plans[i]])
                     times[i].append(cpu)
                     faults[i].append(flt)

@@ -260,6 +260,30 @@ static bool entryBefore(const AttrDict::Entry &E, StringRef N) {
   return StringRef(E.first) < N;
 }
 
+AttrDict::AttrDict(MutableArrayRef<std::pair<StringRef, Attr>> L) {
+  if (L.empty())
+    return;
+  // Insertion sort, stable: a handful of pairs.
+  SmallVector<unsigned, 8> Order;
+  for (unsigned I = 0; I < L.size(); ++I) {
+    unsigned J = Order.size();
+    Order.push_back(I);
+    for (; J > 0 && L[I].first < L[Order[J - 1]].first; --J)
+      Order[J] = Order[J - 1];
+    Order[J] = I;
+  }
+  S = makeIntrusiveRefCnt<Storage>();
+  S->Entries.reserve(L.size());
+  for (unsigned I : Order) {
+    auto &[Name, Value] = L[I];
+    // Of equal names the last given wins (stable order keeps them in turn).
+    if (!S->Entries.empty() && S->Entries.back().first == Name)
+      S->Entries.back().second = std::move(Value);
+    else
+      S->Entries.emplace_back(Name.str(), std::move(Value));
+  }
+}
+
 void AttrDict::set(StringRef Name, Attr Value) {
   ArrayRef<Entry> Cur = entries();
   size_t Pos =

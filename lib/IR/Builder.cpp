@@ -84,11 +84,10 @@ TensorRef GraphBuilder::out(OpKind K, ArrayRef<TensorRef> Inputs,
 
 TensorRef GraphBuilder::constant(double Value, DType T, Shape S,
                                  StringRef Name) {
-  AttrDict A;
-  A.set("dtype", T);
-  A.set("shape", std::move(S));
-  A.set("value", std::vector<double>{Value});
-  return out(OpKind::Const, {}, std::move(A), Name.empty() ? "Const" : Name);
+  std::pair<StringRef, Attr> A[] = {{"dtype", T},
+                                    {"shape", std::move(S)},
+                                    {"value", std::vector<double>{Value}}};
+  return out(OpKind::Const, {}, AttrDict(A), Name.empty() ? "Const" : Name);
 }
 
 TensorRef GraphBuilder::reshape(TensorRef X, const Shape &S) {

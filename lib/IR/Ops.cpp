@@ -739,10 +739,8 @@ static Error shapeRecv(InferContext &C) {
 static const Shape &shapeOf(TensorRef T) { return T.type().Dims; }
 
 static AttrDict attrs(std::initializer_list<std::pair<StringRef, Attr>> L) {
-  AttrDict D;
-  for (const auto &[K, V] : L)
-    D.set(K, V);
-  return D;
+  SmallVector<std::pair<StringRef, Attr>, 4> Pairs(L.begin(), L.end());
+  return AttrDict(Pairs);
 }
 
 static Error gradIdentity(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,

@@ -80,16 +80,16 @@ Error PartitionPass::run(Graph &G, PassContext &Ctx) {
         Node *Send = G.createNodeUnique(
             "_send/" + Part + "/to_" + DevShort[Dst], opDef(OpKind::Send));
         Send->setInputs({In});
-        Send->attrs().reserve(2);
-        Send->attrs().set("channel", int64_t(Channel));
-        Send->attrs().set("to", DevName[Dst]);
+        std::pair<StringRef, Attr> SendAttrs[] = {{"channel", int64_t(Channel)},
+                                                  {"to", DevName[Dst]}};
+        Send->attrs() = AttrDict(SendAttrs);
         Recv = G.createNodeUnique("_recv/" + Part + "/on_" + DevShort[Dst],
                                   opDef(OpKind::Recv));
-        Recv->attrs().reserve(4);
-        Recv->attrs().set("channel", int64_t(Channel));
-        Recv->attrs().set("from", DevName[Src]);
-        Recv->attrs().set("dtype", In.type().Elt);
-        Recv->attrs().set("shape", In.type().Dims);
+        std::pair<StringRef, Attr> RecvAttrs[] = {{"channel", int64_t(Channel)},
+                                                  {"from", DevName[Src]},
+                                                  {"dtype", In.type().Elt},
+                                                  {"shape", In.type().Dims}};
+        Recv->attrs() = AttrDict(RecvAttrs);
         Recv->addControlInput(Send);
         ++Channel;
         for (Node *X : {Send, Recv}) {

@@ -344,6 +344,27 @@ TEST(AttrDictTest, SetAndEraseOnSharedStorageKeepTheOrder) {
   EXPECT_TRUE(D.has("b"));
 }
 
+TEST(AttrDictTest, FromPairsAsSuccessiveSets) {
+  std::pair<llvm::StringRef, Attr> Pairs[] = {{"to", Attr("/cpu:0")},
+                                              {"channel", Attr(int64_t(3))},
+                                              {"b", Attr(true)},
+                                              {"channel", Attr(int64_t(4))},
+                                              {"a", Attr(1.5)}};
+  AttrDict Want;
+  for (auto &[Name, Value] : Pairs)
+    Want.set(Name, Value);
+  AttrDict D(Pairs); // moves the values out
+  std::string Order;
+  for (const auto &[Name, Value] : D)
+    Order += Name + ",";
+  EXPECT_EQ(Order, "a,b,channel,to,");
+  EXPECT_EQ(D.getInt("channel"), 4) << "the later pair wins";
+  EXPECT_TRUE(D.isIdentical(Want));
+  EXPECT_TRUE(
+      AttrDict(llvm::MutableArrayRef<std::pair<llvm::StringRef, Attr>>())
+          .empty());
+}
+
 TEST(AttrDictTest, GraphCopiesShareAttributes) {
   Graph G;
   const OpDef *Var = OpRegistry::get().lookup("Variable");

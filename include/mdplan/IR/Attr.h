@@ -9,6 +9,7 @@
 
 #include "mdplan/IR/Types.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/IntrusiveRefCntPtr.h"
@@ -107,6 +108,13 @@ llvm::hash_code hash_value(const Attr &A);
 class AttrDict {
 public:
   using Entry = std::pair<std::string, Attr>;
+
+  AttrDict() = default;
+  /// The dictionary of the (name, value) pairs \p L, values moved out of
+  /// it, in one allocation: what successive set() calls would make (a
+  /// later pair replaces an earlier one of the same name), without moving
+  /// entries aside for each.
+  explicit AttrDict(llvm::MutableArrayRef<std::pair<llvm::StringRef, Attr>> L);
 
   /// Sets \p Name, replacing an existing value.
   void set(llvm::StringRef Name, Attr Value);
