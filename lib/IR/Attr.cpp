@@ -6,6 +6,7 @@
 
 #include "mdplan/IR/Attr.h"
 
+#include "llvm/ADT/Twine.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/Format.h"
 
@@ -61,7 +62,7 @@ void Attr::print(raw_ostream &OS) const {
     OS << getInt();
     return;
   case AttrKind::Float:
-    printDouble(OS, std::get<double>(V));
+    printDouble(OS, getFloat());
     return;
   case AttrKind::Bool:
     OS << (getBool() ? "true" : "false");
@@ -117,6 +118,36 @@ static uint64_t bitsOf(double F) {
   uint64_t B;
   std::memcpy(&B, &F, sizeof B);
   return B;
+}
+
+void Attr::wrongKind(AttrKind Want) const {
+  llvm::report_fatal_error(llvm::Twine("attribute read as ") +
+                           attrKindName(Want) + ", but it is " +
+                           attrKindName(K));
+}
+
+bool Attr::operator==(const Attr &O) const {
+  if (K != O.K)
+    return false;
+  switch (K) {
+  case AttrKind::Int:
+    return U.I == O.U.I;
+  case AttrKind::Float:
+    return U.F == O.U.F;
+  case AttrKind::Bool:
+    return U.B == O.U.B;
+  case AttrKind::Type:
+    return U.T == O.U.T;
+  case AttrKind::FloatList:
+    // Not by address: a list holding a NaN is not equal to itself.
+    return getFloats() == O.getFloats();
+  case AttrKind::String:
+  case AttrKind::Shape:
+  case AttrKind::IntList:
+  case AttrKind::StringList:
+    return U.P == O.U.P || U.P->V == O.U.P->V;
+  }
+  llvm_unreachable("bad attr kind");
 }
 
 bool Attr::isIdentical(const Attr &O) const {

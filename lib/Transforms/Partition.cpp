@@ -61,9 +61,11 @@ Error PartitionPass::run(Graph &G, PassContext &Ctx) {
   for (const auto &N : G.nodes())
     Original.push_back(N.get());
   // Device names for the transfers' attributes, made once per device.
-  std::vector<std::string> DevName, DevShort;
+  // (The attribute values share their strings.)
+  std::vector<Attr> DevName;
+  std::vector<std::string> DevShort;
   for (const DeviceSpec &D : G.getDevices()) {
-    DevName.push_back(D.toString());
+    DevName.push_back(Attr(D.toString()));
     DevShort.push_back(deviceShortName(D));
   }
   unsigned Channel = 0;

@@ -38,50 +38,89 @@ enum class AttrKind : uint8_t {
 
 llvm::StringRef attrKindName(AttrKind K);
 
-/// One attribute value.
+/// One attribute value. Sixteen bytes: scalars inline, strings, shapes and
+/// lists in an immutable heap payload that copies share (a training graph
+/// copies attributes into every clone, slot and transfer).
 class Attr {
 public:
-  using Storage = std::variant<int64_t, double, bool, std::string, DType, Shape,
-                               std::vector<int64_t>, std::vector<double>,
-                               std::vector<std::string>>;
+  Attr() { U.I = 0; }
+  Attr(int64_t I) { U.I = I; }
+  Attr(int I) { U.I = I; }
+  Attr(double F) : K(AttrKind::Float) { U.F = F; }
+  Attr(bool B) : K(AttrKind::Bool) { U.B = B; }
+  Attr(std::string S) : Attr(AttrKind::String, std::move(S)) {}
+  Attr(const char *S) : Attr(std::string(S)) {}
+  Attr(llvm::StringRef S) : Attr(S.str()) {}
+  Attr(DType T) : K(AttrKind::Type) { U.T = T; }
+  Attr(mdplan::Shape S) : Attr(AttrKind::Shape, std::move(S)) {}
+  Attr(std::vector<int64_t> L) : Attr(AttrKind::IntList, std::move(L)) {}
+  Attr(std::vector<double> L) : Attr(AttrKind::FloatList, std::move(L)) {}
+  Attr(std::vector<std::string> L) : Attr(AttrKind::StringList, std::move(L)) {}
 
-  Attr() : V(int64_t(0)) {}
-  Attr(int64_t I) : V(I) {}
-  Attr(int I) : V(int64_t(I)) {}
-  Attr(double F) : V(F) {}
-  Attr(bool B) : V(B) {}
-  Attr(std::string S) : V(std::move(S)) {}
-  Attr(const char *S) : V(std::string(S)) {}
-  Attr(llvm::StringRef S) : V(S.str()) {}
-  Attr(DType T) : V(T) {}
-  Attr(mdplan::Shape S) : V(std::move(S)) {}
-  Attr(std::vector<int64_t> L) : V(std::move(L)) {}
-  Attr(std::vector<double> L) : V(std::move(L)) {}
-  Attr(std::vector<std::string> L) : V(std::move(L)) {}
+  Attr(const Attr &O) : K(O.K), U(O.U) {
+    if (hasPayload())
+      U.P->Refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  Attr(Attr &&O) noexcept : K(O.K), U(O.U) {
+    O.K = AttrKind::Int;
+    O.U.I = 0;
+  }
+  Attr &operator=(const Attr &O) {
+    Attr Copy(O);
+    return *this = std::move(Copy);
+  }
+  Attr &operator=(Attr &&O) noexcept {
+    if (this != &O) {
+      release();
+      K = O.K;
+      U = O.U;
+      O.K = AttrKind::Int;
+      O.U.I = 0;
+    }
+    return *this;
+  }
+  ~Attr() { release(); }
 
-  AttrKind kind() const { return static_cast<AttrKind>(V.index()); }
+  AttrKind kind() const { return K; }
 
-  int64_t getInt() const { return std::get<int64_t>(V); }
+  int64_t getInt() const {
+    check(AttrKind::Int);
+    return U.I;
+  }
   /// Float value; an Int converts.
   double getFloat() const {
-    return kind() == AttrKind::Int ? double(getInt()) : std::get<double>(V);
+    if (K == AttrKind::Int)
+      return double(U.I);
+    check(AttrKind::Float);
+    return U.F;
   }
-  bool getBool() const { return std::get<bool>(V); }
-  const std::string &getString() const { return std::get<std::string>(V); }
-  DType getType() const { return std::get<DType>(V); }
-  const mdplan::Shape &getShape() const { return std::get<mdplan::Shape>(V); }
+  bool getBool() const {
+    check(AttrKind::Bool);
+    return U.B;
+  }
+  const std::string &getString() const {
+    return payload<std::string>(AttrKind::String);
+  }
+  DType getType() const {
+    check(AttrKind::Type);
+    return U.T;
+  }
+  const mdplan::Shape &getShape() const {
+    return payload<mdplan::Shape>(AttrKind::Shape);
+  }
   const std::vector<int64_t> &getInts() const {
-    return std::get<std::vector<int64_t>>(V);
+    return payload<std::vector<int64_t>>(AttrKind::IntList);
   }
   const std::vector<double> &getFloats() const {
-    return std::get<std::vector<double>>(V);
+    return payload<std::vector<double>>(AttrKind::FloatList);
   }
   const std::vector<std::string> &getStrings() const {
-    return std::get<std::vector<std::string>>(V);
+    return payload<std::vector<std::string>>(AttrKind::StringList);
   }
 
-  bool operator==(const Attr &O) const { return V == O.V; }
-  bool operator!=(const Attr &O) const { return !(V == O.V); }
+  /// Equal values of one kind (0.0 == -0.0; a NaN equals nothing).
+  bool operator==(const Attr &O) const;
+  bool operator!=(const Attr &O) const { return !(*this == O); }
   /// The same value, floats compared by their bits: unlike ==, 0.0 and -0.0
   /// differ and a NaN is identical to itself. What may stand for the other
   /// in a plan or a shared dictionary.
@@ -92,7 +131,46 @@ public:
   void print(llvm::raw_ostream &OS) const;
 
 private:
-  Storage V;
+  /// A string, shape or list, shared by the copies of an attribute.
+  struct Payload {
+    template <typename T> explicit Payload(T &&X) : V(std::forward<T>(X)) {}
+    mutable std::atomic<unsigned> Refs{1};
+    const std::variant<std::string, mdplan::Shape, std::vector<int64_t>,
+                       std::vector<double>, std::vector<std::string>>
+        V;
+  };
+
+  template <typename T> Attr(AttrKind Kind, T &&X) : K(Kind) {
+    U.P = new Payload(std::forward<T>(X));
+  }
+  bool hasPayload() const {
+    return K == AttrKind::String || K == AttrKind::Shape ||
+           K == AttrKind::IntList || K == AttrKind::FloatList ||
+           K == AttrKind::StringList;
+  }
+  void release() {
+    if (hasPayload() && U.P->Refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      delete U.P;
+  }
+  /// Reading an attribute as another kind than its own is a bug.
+  void check(AttrKind Want) const {
+    if (K != Want)
+      wrongKind(Want);
+  }
+  [[noreturn]] void wrongKind(AttrKind Want) const;
+  template <typename T> const T &payload(AttrKind Want) const {
+    check(Want);
+    return std::get<T>(U.P->V);
+  }
+
+  AttrKind K = AttrKind::Int;
+  union {
+    int64_t I;
+    double F;
+    bool B;
+    DType T;
+    const Payload *P;
+  } U;
 };
 
 /// A hash consistent with Attr::isIdentical.
