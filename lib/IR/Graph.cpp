@@ -11,6 +11,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
+#include <cstring>
+
 using namespace llvm;
 using namespace mdplan;
 
@@ -222,16 +224,23 @@ DeployState &Graph::deployState() {
 
 void NodeDestroyer::operator()(Node *N) const { N->~Node(); }
 
-Node *Graph::createNode(StringRef Name, const OpDef &Op) {
-  auto Ins = Names.try_emplace(Name, nullptr);
-  assert(Ins.second && "node name already taken");
-  return createNode(*Ins.first, Op);
+StringRef Graph::copyName(StringRef S) {
+  char *P = Alloc.Allocate<char>(S.size() + 1);
+  if (!S.empty())
+    std::memcpy(P, S.data(), S.size());
+  P[S.size()] = '\0';
+  return StringRef(P, S.size());
 }
 
-Node *Graph::createNode(StringMapEntry<Node *> &Entry, const OpDef &Op) {
-  auto *N =
-      new (Alloc.Allocate<Node>()) Node(*this, NextId++, Entry.getKey(), Op);
-  Entry.second = N;
+Node *Graph::createNode(StringRef Name, const OpDef &Op) {
+  assert(!Names.count(Name) && "node name already taken");
+  return createNewNode(Name, Op);
+}
+
+Node *Graph::createNewNode(StringRef Name, const OpDef &Op) {
+  StringRef Saved = copyName(Name);
+  auto *N = new (Alloc.Allocate<Node>()) Node(*this, NextId++, Saved, Op);
+  Names.try_emplace(Saved, N);
   NodeList.emplace_back(N);
   N->setNumOutputs(Op.NumOutputs >= 0 ? Op.NumOutputs : 0);
   // Outside every device scope until told otherwise: the passes may rely
@@ -252,18 +261,16 @@ std::string Graph::uniqueName(StringRef Base) {
 }
 
 Node *Graph::createNodeUnique(StringRef Base, const OpDef &Op) {
-  // One lookup when the name is free (the common case).
-  auto Ins = Names.try_emplace(Base, nullptr);
-  if (Ins.second)
-    return createNode(*Ins.first, Op);
-  return createNode(uniqueName(Base), Op);
+  if (!Names.count(Base))
+    return createNewNode(Base, Op);
+  return createNewNode(uniqueName(Base), Op);
 }
 
 void Graph::rename(Node *N, StringRef NewName) {
+  assert(!Names.count(NewName) && "node name already taken");
   Names.erase(N->Name);
-  auto Ins = Names.try_emplace(NewName, N);
-  assert(Ins.second && "node name already taken");
-  N->Name = Ins.first->getKey();
+  N->Name = copyName(NewName);
+  Names.try_emplace(N->Name, N);
 }
 
 void Graph::eraseIf(function_ref<bool(const Node &)> Pred) {

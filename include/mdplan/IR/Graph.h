@@ -387,7 +387,9 @@ private:
   llvm::BumpPtrAllocator Alloc;
   llvm::UniqueStringSaver Saver{Alloc};
   std::vector<NodePtr> NodeList;
-  llvm::StringMap<Node *> Names;
+  /// Node names, their bytes in Alloc. (StringMap's hash in LLVM 14 reads
+  /// a byte at a time; the names of a training graph are long.)
+  llvm::DenseMap<llvm::StringRef, Node *> Names;
   llvm::StringMap<unsigned> NextSuffix;
   unsigned NextId = 0;
   llvm::SetVector<Node *> Collections[NumCollections];
@@ -406,8 +408,10 @@ private:
   std::map<std::string, int> DeviceIndex;
 
   friend class Node;
-  /// Creates a node named by \p Entry, a new entry of Names.
-  Node *createNode(llvm::StringMapEntry<Node *> &Entry, const OpDef &Op);
+  /// Creates a node named \p Name, which no node has.
+  Node *createNewNode(llvm::StringRef Name, const OpDef &Op);
+  /// A copy of \p S in Alloc, NUL-terminated.
+  llvm::StringRef copyName(llvm::StringRef S);
   /// The graph's copy of \p D (see Node::setRequestedDevice).
   const DeviceSpec *internRequested(const DeviceSpec &D);
   std::deque<DeviceSpec> RequestedSpecs;
