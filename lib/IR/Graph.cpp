@@ -233,14 +233,17 @@ StringRef Graph::copyName(StringRef S) {
 }
 
 Node *Graph::createNode(StringRef Name, const OpDef &Op) {
-  assert(!Names.count(Name) && "node name already taken");
-  return createNewNode(Name, Op);
+  auto Ins = Names.try_emplace(Name, nullptr);
+  assert(Ins.second && "node name already taken");
+  return createNewNode(Ins.first->first, Ins.first->second, Op);
 }
 
-Node *Graph::createNewNode(StringRef Name, const OpDef &Op) {
-  StringRef Saved = copyName(Name);
-  auto *N = new (Alloc.Allocate<Node>()) Node(*this, NextId++, Saved, Op);
-  Names.try_emplace(Saved, N);
+Node *Graph::createNewNode(StringRef &Key, Node *&Slot, const OpDef &Op) {
+  // The table's key is the caller's string until now: it becomes the
+  // graph's copy (equal, so the table's order holds).
+  Key = copyName(Key);
+  auto *N = new (Alloc.Allocate<Node>()) Node(*this, NextId++, Key, Op);
+  Slot = N;
   NodeList.emplace_back(N);
   N->setNumOutputs(Op.NumOutputs >= 0 ? Op.NumOutputs : 0);
   // Outside every device scope until told otherwise: the passes may rely
@@ -261,9 +264,11 @@ std::string Graph::uniqueName(StringRef Base) {
 }
 
 Node *Graph::createNodeUnique(StringRef Base, const OpDef &Op) {
-  if (!Names.count(Base))
-    return createNewNode(Base, Op);
-  return createNewNode(uniqueName(Base), Op);
+  // One lookup when the name is free (the common case).
+  auto Ins = Names.try_emplace(Base, nullptr);
+  if (Ins.second)
+    return createNewNode(Ins.first->first, Ins.first->second, Op);
+  return createNode(uniqueName(Base), Op);
 }
 
 void Graph::rename(Node *N, StringRef NewName) {

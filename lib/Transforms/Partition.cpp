@@ -20,6 +20,8 @@
 #include "mdplan/Transforms/PassUtils.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/Twine.h"
 
 #include <tuple>
 
@@ -37,11 +39,12 @@ public:
 } // namespace
 
 /// `node` or `node_out<k>` for use inside generated names.
-static std::string tensorNamePart(TensorRef T) {
-  std::string S = T.N->getName().str();
+/// The name of \p T in a transfer's name: the node's, "_outN" for output N.
+static void tensorNamePart(TensorRef T, SmallVectorImpl<char> &Out) {
+  Out.clear();
+  Out.append(T.N->getName().begin(), T.N->getName().end());
   if (T.Index)
-    S += "_out" + std::to_string(T.Index);
-  return S;
+    (Twine("_out") + Twine(T.Index)).toVector(Out);
 }
 
 Error PartitionPass::run(Graph &G, PassContext &Ctx) {
@@ -69,6 +72,7 @@ Error PartitionPass::run(Graph &G, PassContext &Ctx) {
     DevShort.push_back(deviceShortName(D));
   }
   unsigned Channel = 0;
+  SmallString<128> Part, Name; // reused: a plan has many transfers
   for (Node *N : Original) {
     int Dst = N->getDevice();
     for (unsigned I = 0, E = N->getNumInputs(); I != E; ++I) {
@@ -78,15 +82,17 @@ Error PartitionPass::run(Graph &G, PassContext &Ctx) {
         continue;
       Node *&Recv = Recvs[{In.N, In.Index, Dst}];
       if (!Recv) {
-        std::string Part = tensorNamePart(In);
-        Node *Send = G.createNodeUnique(
-            "_send/" + Part + "/to_" + DevShort[Dst], opDef(OpKind::Send));
+        tensorNamePart(In, Part);
+        Name.clear();
+        (Twine("_send/") + Part + "/to_" + DevShort[Dst]).toVector(Name);
+        Node *Send = G.createNodeUnique(Name, opDef(OpKind::Send));
         Send->setInputs({In});
         std::pair<StringRef, Attr> SendAttrs[] = {{"channel", int64_t(Channel)},
                                                   {"to", DevName[Dst]}};
         Send->attrs() = AttrDict(SendAttrs);
-        Recv = G.createNodeUnique("_recv/" + Part + "/on_" + DevShort[Dst],
-                                  opDef(OpKind::Recv));
+        Name.clear();
+        (Twine("_recv/") + Part + "/on_" + DevShort[Dst]).toVector(Name);
+        Recv = G.createNodeUnique(Name, opDef(OpKind::Recv));
         std::pair<StringRef, Attr> RecvAttrs[] = {{"channel", int64_t(Channel)},
                                                   {"from", DevName[Src]},
                                                   {"dtype", In.type().Elt},

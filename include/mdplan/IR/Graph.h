@@ -408,8 +408,9 @@ private:
   std::map<std::string, int> DeviceIndex;
 
   friend class Node;
-  /// Creates a node named \p Name, which no node has.
-  Node *createNewNode(llvm::StringRef Name, const OpDef &Op);
+  /// Creates the node of a new entry of Names, \p Key (the caller's
+  /// string, replaced by the graph's copy) and \p Slot.
+  Node *createNewNode(llvm::StringRef &Key, Node *&Slot, const OpDef &Op);
   /// A copy of \p S in Alloc, NUL-terminated.
   llvm::StringRef copyName(llvm::StringRef S);
   /// The graph's copy of \p D (see Node::setRequestedDevice).

@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <unordered_map>
 
 #include <sys/stat.h>
 
@@ -117,9 +118,22 @@ private:
     return "buffer " + std::to_string(Id) + " ('" + B->name()->str() + "')";
   }
 
+  /// The signature of the op named \p Op (the kernel's string), or null.
+  /// A writer may store each op name once, so its kernels' strings are
+  /// looked up once by address.
+  const Signature *signatureOf(const flatbuffers::String &Op) {
+    auto [It, New] = SigByName.try_emplace(&Op, nullptr);
+    if (New) {
+      auto Sig = signatures().find(Op.string_view());
+      It->second = Sig == signatures().end() ? nullptr : &Sig->second;
+    }
+    return It->second;
+  }
+
   const fb::Plan &P;
   uint32_t NumDevices = 0;
   uint32_t NumBuffers = 0;
+  std::unordered_map<const flatbuffers::String *, const Signature *> SigByName;
 };
 
 } // namespace
@@ -310,8 +324,8 @@ Status Checker::checkProgram(const fb::Program &Prog, unsigned Index) {
                  ") of program '" + PName + "'";
         };
         std::string_view Op = K->op()->string_view();
-        auto Sig = signatures().find(Op);
-        if (Sig == signatures().end())
+        const Signature *Sig = signatureOf(*K->op());
+        if (!Sig)
           return fail(KName() + ": unknown op");
         if (K->attrs())
           for (const fb::Attr *A : *K->attrs())
@@ -320,7 +334,7 @@ Status Checker::checkProgram(const fb::Program &Prog, unsigned Index) {
                           "' has misaligned values");
         int NI = K->inputs() ? int(K->inputs()->size()) : 0;
         int NO = K->outputs() ? int(K->outputs()->size()) : 0;
-        const Signature &S = Sig->second;
+        const Signature &S = *Sig;
         if (NI < S.MinIn || (S.MaxIn >= 0 && NI > S.MaxIn) || NO < S.MinOut ||
             (S.MaxOut >= 0 && NO > S.MaxOut) || (Op == "AllReduce" && NI != NO))
           return fail(KName() + " has " + std::to_string(NI) + " inputs and " +
