@@ -727,9 +727,12 @@ Expected<PlanBytes> Emitter::emit() {
       mdrt::hashName(strategyName(C.Strat).str().c_str(), Fingerprint);
   auto Strat = FB.CreateString(strategyName(C.Strat).str());
   auto OptKind = FB.CreateString(optimizerKindName(O.K).str());
-  auto Dep = fb::CreateDeployment(
-      FB, Strat, C.NumClones, C.CloneOnCPU, C.ReplicaId, C.NumReplicas,
-      C.NumPsTasks, Train.getBatchSize(), OptKind, O.LearningRate);
+  auto WorkerJob = FB.CreateString(C.WorkerJobName);
+  auto PsJob = FB.CreateString(C.PsJobName);
+  auto Dep =
+      fb::CreateDeployment(FB, Strat, C.NumClones, C.CloneOnCPU, C.ReplicaId,
+                           C.NumReplicas, C.NumPsTasks, Train.getBatchSize(),
+                           OptKind, O.LearningRate, WorkerJob, PsJob);
   auto Producer = FB.CreateString(planProducer().str());
   auto Model = FB.CreateString(Train.getName().str());
   auto DevVec = FB.CreateVector(DevOffs);

@@ -9,11 +9,15 @@
 #include "mdrt/Cuda.h"
 #include "mdrt/Random.h"
 
+#include "ClusterProtocol.h"
+
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -128,18 +132,66 @@ void toDoubles(const void *Src, size_t N, std::vector<double> &Out) {
 }
 
 /// Checks that the run's processes fit the plan: one process per replica
-/// of a multi-worker mirrored plan, this one the plan's replica; one
-/// process for every other plan.
-Status checkProcesses(const fb::Plan &P, const ProcessGroup *Processes,
+/// of a multi-worker mirrored plan, this one the plan's replica; for a
+/// ps-strategy plan in a cluster (ExecutorOptions::Cluster), one process
+/// per replica and one per ps task; one process for every other plan.
+Status checkProcesses(const fb::Plan &P, const ExecutorOptions &Opts,
                       std::vector<std::string> &Notes) {
+  const ProcessGroup *Processes = Opts.Processes;
   int Procs = Processes ? Processes->size() : 1;
   int Rank = Processes ? Processes->rank() : 0;
   const fb::Deployment *D = P.deployment();
   int Replicas = D ? D->num_replicas() : 1;
   int Replica = D ? D->replica_id() : 0;
-  bool Mirrored = D && D->strategy() && D->strategy()->str() == "mirrored";
+  int PsTasks = D ? D->num_ps_tasks() : 0;
+  std::string Strategy = D && D->strategy() ? D->strategy()->str() : "";
+  bool Mirrored = Strategy == "mirrored";
   std::string Which = "the plan is replica " + std::to_string(Replica) +
                       " of " + std::to_string(Replicas);
+  if (const ProcessGroup *C = Opts.Cluster.Group) {
+    if (Strategy != "ps" || PsTasks < 1)
+      return Status::error(
+          "a cluster of workers and parameter servers runs a ps-strategy "
+          "plan with parameter-server tasks; " +
+          Which + " of strategy '" + Strategy + "' with " +
+          std::to_string(PsTasks) + " ps tasks");
+    int Need = Replicas + PsTasks;
+    std::string Tasks = std::to_string(PsTasks) + " parameter-server task" +
+                        (PsTasks == 1 ? "" : "s");
+    if (C->size() != Need)
+      return Status::error(Which + " (ps strategy, " + Tasks +
+                           "), but the run has " + std::to_string(C->size()) +
+                           " processes; it needs " + std::to_string(Need) +
+                           ": one per replica, then one per ps task");
+    int Task = Opts.Cluster.ServeTask;
+    if (Task >= PsTasks)
+      return Status::error("ps task " + std::to_string(Task) +
+                           " serves none of the plan's " + Tasks);
+    int Expected = Task < 0 ? Replica : Replicas + Task;
+    if (C->rank() != Expected)
+      return Status::error(
+          Which + ", but it runs in process " + std::to_string(C->rank()) +
+          (Task < 0 ? ": give each worker process the plan compiled with "
+                      "--replica-id=<its rank> ({replica} in the plan path "
+                      "stands for it)"
+                    : ", not process " + std::to_string(Expected) +
+                          ", which serves ps task " + std::to_string(Task)));
+    if (Task >= 0)
+      return Status::ok();
+    if (Procs != Replicas || Rank != Replica)
+      return Status::error("the group of the workers of " + Which +
+                           " has process " + std::to_string(Rank) + " of " +
+                           std::to_string(Procs));
+    Notes.push_back(
+        "replica " + std::to_string(Replica) + " of " +
+        std::to_string(Replicas) + "; " + Tasks + " in process" +
+        (PsTasks == 1 ? " " : "es ") + std::to_string(Replicas) +
+        (PsTasks == 1 ? "" : " to " + std::to_string(Replicas + PsTasks - 1)) +
+        " keep the variables and apply each replica's updates as they "
+        "come (asynchronous training), over " +
+        C->transport());
+    return Status::ok();
+  }
   if (Mirrored && Replicas > 1) {
     if (Procs == 1)
       return Status::error(
@@ -166,11 +218,10 @@ Status checkProcesses(const fb::Plan &P, const ProcessGroup *Processes,
   if (Procs > 1)
     return Status::error(
         "the run has " + std::to_string(Procs) + " processes, but " +
-        (Replicas > 1
-             ? "a ps-strategy plan runs in one process (this one is "
-               "replica " +
-                   std::to_string(Replica) + " of " + std::to_string(Replicas) +
-                   ", with its parameter servers)"
+        (Strategy == "ps" && PsTasks > 0
+             ? Which + " of the ps strategy, whose processes are its "
+                       "workers and parameter servers "
+                       "(ExecutorOptions::Cluster)"
              : std::string("the plan is for one process")) +
         "; several processes need one mirrored plan each, compiled with "
         "--strategy=mirrored --num-replicas=" +
@@ -180,6 +231,28 @@ Status checkProcesses(const fb::Plan &P, const ProcessGroup *Processes,
                             "parameter-server devices in this process");
   return Status::ok();
 }
+
+/// Stands in for a device another process runs: nothing is allocated and
+/// nothing runs on it here.
+class RemoteDevice : public Device {
+public:
+  RemoteDevice(std::string Name, DeviceKind Kind)
+      : Device(std::move(Name), 1), Kind(Kind) {}
+  DeviceKind kind() const override { return Kind; }
+  Status allocate(uint64_t, uint64_t) override { return Status::ok(); }
+  void copyFromHost(void *, const void *, size_t) override {
+    assert(false && "a copy to a device of another process");
+  }
+  void copyToHost(void *, const void *, size_t) override {
+    assert(false && "a copy from a device of another process");
+  }
+  void copyFrom(Device &, int, void *, const void *, size_t) override {
+    assert(false && "a copy to a device of another process");
+  }
+
+private:
+  DeviceKind Kind;
+};
 
 } // namespace
 
@@ -194,7 +267,16 @@ struct Executor::Impl {
   std::vector<uint8_t *> BufPtr;
   std::vector<TensorDesc> BufType;
 
-  enum class SlotKind { Compute, NoOp, Send, Recv, Collective };
+  enum class SlotKind {
+    Compute,
+    NoOp,
+    Send,
+    Recv,
+    Collective,
+    /// Transfers to and from a device of another process.
+    SendRemote,
+    RecvRemote,
+  };
   struct Slot {
     const fb::Kernel *K = nullptr;
     uint32_t Device = 0;
@@ -218,6 +300,29 @@ struct Executor::Impl {
     /// Asynchronous collectives to finish before this slot runs: it reads
     /// or writes memory their sums go to.
     std::vector<uint32_t> Finish;
+    // Another process (ExecutorOptions::Cluster).
+    /// SendRemote, RecvRemote: the peer process and the message's tag.
+    int Peer = -1;
+    uint32_t Tag = 0;
+    /// SendRemote: copy the tensor to Staging first (GPU memory, or
+    /// persistent memory that other threads update); RecvRemote: receive
+    /// into Staging, then copy it in.
+    bool Staged = false;
+    std::vector<uint8_t> Staging;
+    /// SendRemote: the message on its way, completed by the first of the
+    /// device's end of step and a slot that must not run before.
+    std::unique_ptr<ProcessGroup::PendingSend> InFlight;
+    std::unique_ptr<std::mutex> InFlightM;
+    /// SendRemote slots whose messages must have left before this slot
+    /// runs (it overwrites what they send, or waits for their receipt).
+    std::vector<uint32_t> SendsDone;
+    /// Processes whose signal (one each entry) this slot waits for: a
+    /// kernel of theirs it waits for has run. They come with SignalTag.
+    std::vector<int> SignalsFrom;
+    uint32_t SignalTag = 0;
+    /// Signals this slot sends once it has run: (process, tag).
+    std::vector<std::pair<int, uint32_t>> SignalsTo;
+    std::vector<std::unique_ptr<ProcessGroup::PendingSend>> SignalsSent;
   };
   /// CUDA graphs: a device's kernel list cut into segments at waits,
   /// signals and slots that cannot be captured.
@@ -251,8 +356,59 @@ struct Executor::Impl {
     uint64_t Runs = 0;
     std::vector<std::unique_ptr<CollectiveGroup>> Groups;
     std::unique_ptr<std::atomic<uint64_t>[]> Done;
+    /// A worker: the servers that run a part of the program.
+    std::vector<int> Servers;
+    /// Per device: slots whose messages (sends, signals) are completed at
+    /// the end of its step.
+    std::vector<std::vector<uint32_t>> Messages;
   };
   std::vector<Program> Programs;
+
+  // A process of a cluster (ExecutorOptions::Cluster).
+  ProcessGroup *Cluster = nullptr;
+  /// The worker whose plan this is, and how many there are.
+  int Worker = 0, NumWorkers = 1;
+  /// The process each device runs in (empty: this one runs all).
+  std::vector<int> DevRank;
+  bool Disconnected = false;
+  bool isLocal(uint32_t D) const {
+    return DevRank.empty() || DevRank[D] == Cluster->rank();
+  }
+  bool isServer() const { return Cluster && Opts.Cluster.ServeTask >= 0; }
+  /// The servers' ranks (a worker).
+  std::vector<int> ServerRanks;
+  /// Held around kernels and copies of shared memory (a server).
+  std::mutex *KernelLock = nullptr;
+  /// Fails the whole run: a process whose messages stop leaves the others
+  /// waiting for them.
+  [[noreturn]] void lostMessages(const Status &S) {
+    std::fprintf(stderr, "error: %s: %s; stopping every process\n",
+                 Cluster->rankName(Cluster->rank()).c_str(),
+                 S.message().c_str());
+    Cluster->abort(1);
+    std::abort(); // abort() does not return; the compiler cannot know.
+  }
+  /// The tag of a transfer's (channel \p Index) or a signal's (to kernel
+  /// \p Index) messages; an error above the largest tag.
+  Status messageTag(bool Signal, uint64_t Index, uint32_t &Tag) const {
+    uint64_t T = cluster::messageTag(Signal, Index, Worker, NumWorkers);
+    if (T > Cluster->maxTag())
+      return Status::error(
+          "the plan's messages between processes need tags up to " +
+          std::to_string(T) + ", more than the largest the transport has (" +
+          std::to_string(Cluster->maxTag()) + ")");
+    Tag = uint32_t(T);
+    return Status::ok();
+  }
+  Status mapCluster();
+  Status classifyRemote(Program &Prog);
+  void completeSend(Slot &S);
+  void beforeSlot(Program &Prog, Slot &S, uint32_t Id, Device &Dev);
+  void afterSlot(Program &Prog, Slot &S, uint32_t Id, Device &Dev);
+  void finishMessages(Program &Prog, uint32_t DevId);
+  Status remoteRequest(int Rank, cluster::RequestKind Kind, uint32_t Program,
+                       uint64_t Step, uint64_t Index);
+
   /// Where the sums across processes travel (ExecutorOptions::Overlap),
   /// and whether they may.
   std::unique_ptr<CollectiveQueue> Queue;
@@ -324,9 +480,47 @@ struct Executor::Impl {
   void worker(uint32_t Dev);
 };
 
+/// Which process runs each device: a worker runs its replica's devices,
+/// process W + T those of ps task T.
+Status Executor::Impl::mapCluster() {
+  Cluster = Opts.Cluster.Group;
+  KernelLock = Opts.Cluster.KernelLock;
+  const fb::Deployment &D = *P->deployment();
+  NumWorkers = D.num_replicas();
+  Worker = D.replica_id();
+  int Tasks = D.num_ps_tasks();
+  std::string WorkerJob = workerJobName(D), PsJob = psJobName(D);
+  for (int T = 0; T < Tasks; ++T)
+    ServerRanks.push_back(NumWorkers + T);
+  for (const fb::Device *Dev : *P->devices()) {
+    std::string Job = Dev->job() ? Dev->job()->str() : "";
+    int Rank = -1;
+    if (Job == WorkerJob && Dev->task() == Worker)
+      Rank = Worker;
+    else if (Job == PsJob && Dev->task() >= 0 && Dev->task() < Tasks)
+      Rank = NumWorkers + Dev->task();
+    if (Rank < 0)
+      return Status::error(
+          "device " + Dev->name()->str() + " is neither replica " +
+          std::to_string(Worker) + "'s (job '" + WorkerJob + "', task " +
+          std::to_string(Worker) + ") nor a parameter server's (job '" + PsJob +
+          "', task 0 to " + std::to_string(Tasks - 1) +
+          "): a cluster of workers and parameter servers cannot run it");
+    if (isServer() && Rank == Cluster->rank() &&
+        Dev->kind() == fb::DeviceKind::GPU)
+      return Status::error("ps task " + std::to_string(Opts.Cluster.ServeTask) +
+                           " has the GPU " + Dev->name()->str() +
+                           "; mdrun's parameter servers run on CPUs");
+    DevRank.push_back(Rank);
+  }
+  return Status::ok();
+}
+
 Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
   int Threads = Opts.Threads > 0 ? Opts.Threads
                                  : std::max(1, cpusPerProcess(Opts.Processes));
+  if (Opts.Cluster.Group)
+    MDRT_RETURN_IF_ERROR(mapCluster());
   int Gpus = -1;
   if (!Opts.GpuMap.empty())
     for (const fb::Device *D : *P->devices()) {
@@ -343,6 +537,12 @@ Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
     }
   for (const fb::Device *D : *P->devices()) {
     std::string Name = D->name()->str();
+    if (!isLocal(uint32_t(Devices.size()))) {
+      Devices.push_back(std::make_unique<RemoteDevice>(
+          Name, D->kind() == fb::DeviceKind::GPU ? DeviceKind::GPU
+                                                 : DeviceKind::CPU));
+      continue;
+    }
     if (D->kind() == fb::DeviceKind::GPU) {
       if (Gpus < 0)
         Gpus = cudaDeviceCount();
@@ -368,10 +568,24 @@ Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
     }
     Devices.push_back(createCpuDevice(Name, Threads));
   }
+  // A server's persistent memory is its task's, shared with its executors
+  // for the other workers.
+  std::vector<uint8_t *> Persistent(Devices.size(), nullptr);
   for (size_t I = 0; I < Devices.size(); ++I) {
     const fb::Device *D = P->devices()->Get(I);
+    uint64_t PersistentBytes = D->persistent_bytes();
+    if (isServer() && isLocal(uint32_t(I))) {
+      auto It = Opts.Cluster.SharedPersistent.find(D->name()->str());
+      if (It == Opts.Cluster.SharedPersistent.end())
+        return Status::error("no shared memory for the variables of " +
+                             D->name()->str());
+      Persistent[I] = It->second;
+      PersistentBytes = 0;
+    }
     MDRT_RETURN_IF_ERROR(
-        Devices[I]->allocate(D->arena_bytes(), D->persistent_bytes()));
+        Devices[I]->allocate(D->arena_bytes(), PersistentBytes));
+    if (!Persistent[I])
+      Persistent[I] = Devices[I]->persistent();
   }
   size_t NB = P->buffers() ? P->buffers()->size() : 0;
   BufPtr.resize(NB);
@@ -379,8 +593,11 @@ Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
   for (size_t I = 0; I < NB; ++I) {
     const fb::Buffer *B = P->buffers()->Get(I);
     Device &D = *Devices[B->device()];
-    BufPtr[I] = (B->persistent() ? D.persistent() : D.arena()) + B->offset();
     BufType[I] = bufferType(*B);
+    if (!isLocal(B->device()))
+      continue;
+    BufPtr[I] =
+        (B->persistent() ? Persistent[B->device()] : D.arena()) + B->offset();
   }
   Trace.resize(Devices.size());
   return Status::ok();
@@ -415,31 +632,53 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
         Prog.Slots.push_back(std::move(S));
       }
     }
-  for (uint32_t D = 0; D < Prog.PerDevice.size(); ++D)
-    if (!Prog.PerDevice[D].empty())
-      Prog.Active.push_back(D);
-
-  // Sends by channel, for the Recvs.
-  std::map<int64_t, uint32_t> SendOf;
+  // Sends and Recvs by channel, for each other.
+  std::map<int64_t, uint32_t> SendOf, RecvOf;
   for (uint32_t Id = 0; Id < Prog.Slots.size(); ++Id) {
     Slot &S = Prog.Slots[Id];
     std::string Op = S.K->op()->str();
     if (Op == "Send")
       SendOf[convertAttrs(*S.K).getInt("channel", -1)] = Id;
+    else if (Op == "Recv")
+      RecvOf[convertAttrs(*S.K).getInt("channel", -1)] = Id;
   }
+  // A persistent buffer, or a view into one: a server's executors for the
+  // other workers write it too.
+  auto Shared = [&](uint32_t B) {
+    const fb::Buffer *Buf = P->buffers()->Get(B);
+    while (Buf->alias_of() >= 0)
+      Buf = P->buffers()->Get(uint32_t(Buf->alias_of()));
+    return isServer() && Buf->persistent();
+  };
   for (uint32_t Id = 0; Id < Prog.Slots.size(); ++Id) {
     Slot &S = Prog.Slots[Id];
     const fb::Kernel &K = *S.K;
     std::string Op = K.op()->str();
     Device &Dev = *Devices[S.Device];
+    bool Local = isLocal(S.Device);
     if (Op == "NoOp") {
       S.Kind = SlotKind::NoOp;
     } else if (Op == "Send") {
       S.Kind = SlotKind::Send;
       S.Signals = true;
+      int64_t Channel = convertAttrs(K).getInt("channel", -1);
+      auto It = RecvOf.find(Channel);
+      if (Local && It != RecvOf.end() &&
+          !isLocal(Prog.Slots[It->second].Device)) {
+        S.Kind = SlotKind::SendRemote;
+        S.Signals = false;
+        S.Peer = DevRank[Prog.Slots[It->second].Device];
+        MDRT_RETURN_IF_ERROR(messageTag(false, uint64_t(Channel), S.Tag));
+        S.Bytes = BufType[K.inputs()->Get(0)].bytes();
+        S.Staged = Dev.kind() != DeviceKind::CPU || Shared(K.inputs()->Get(0));
+        if (S.Staged)
+          S.Staging.resize(S.Bytes);
+        S.InFlightM = std::make_unique<std::mutex>();
+      }
     } else if (Op == "Recv") {
       S.Kind = SlotKind::Recv;
-      auto It = SendOf.find(convertAttrs(K).getInt("channel", -1));
+      int64_t Channel = convertAttrs(K).getInt("channel", -1);
+      auto It = SendOf.find(Channel);
       if (It == SendOf.end())
         return Status::error("recv '" + K.name()->str() +
                              "' has no matching send in program '" + Prog.Name +
@@ -451,9 +690,18 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       if (BufType[Send.K->inputs()->Get(0)].bytes() != S.Bytes)
         return Status::error("recv '" + K.name()->str() +
                              "' and its send disagree on the size");
-      if (std::find(S.Waits.begin(), S.Waits.end(), It->second) ==
-          S.Waits.end())
+      if (Local && !isLocal(Send.Device)) {
+        // The message itself says the send has run.
+        S.Kind = SlotKind::RecvRemote;
+        S.Peer = DevRank[Send.Device];
+        MDRT_RETURN_IF_ERROR(messageTag(false, uint64_t(Channel), S.Tag));
+        S.Staged = Dev.kind() != DeviceKind::CPU || Shared(K.outputs()->Get(0));
+        if (S.Staged)
+          S.Staging.resize(S.Bytes);
+      } else if (std::find(S.Waits.begin(), S.Waits.end(), It->second) ==
+                 S.Waits.end()) {
         S.Waits.push_back(It->second);
+      }
     } else if (Op == "AllReduce") {
       S.Kind = SlotKind::Collective;
       for (uint32_t I = 0; I < K.inputs()->size(); ++I) {
@@ -473,7 +721,7 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
                                " tensors; collectives add float32 and "
                                "float64 only");
       }
-    } else {
+    } else if (Local) {
       KernelInfo Info;
       Info.Name = K.name()->str();
       Info.Op = Op;
@@ -494,6 +742,11 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       S.Impl = Impl.take();
     }
   }
+  if (Cluster)
+    MDRT_RETURN_IF_ERROR(classifyRemote(Prog));
+  for (uint32_t D = 0; D < Prog.PerDevice.size(); ++D)
+    if (!Prog.PerDevice[D].empty())
+      Prog.Active.push_back(D);
   // Every waited kernel signals; events for asynchronous devices.
   for (Slot &S : Prog.Slots)
     for (uint32_t W : S.Waits)
@@ -519,6 +772,15 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
           Overlap &= Devices[D]->kind() == DeviceKind::CPU;
   if (OverlapOn && !Overlap)
     GpuBlocked.push_back(Prog.Name);
+  if (Cluster && FP.collectives())
+    for (const fb::Collective *C : *FP.collectives())
+      for (uint32_t D : *C->devices())
+        if (!isLocal(D))
+          return Status::error(
+              "program '" + Prog.Name + "': an all-reduce of bucket " +
+              std::to_string(C->bucket()) + " sums on " + Devices[D]->name() +
+              ", which another process of the cluster runs (mdplan writes "
+              "no such plan: recompile it)");
   if (FP.collectives())
     for (const fb::Collective *C : *FP.collectives()) {
       std::vector<Device *> Devs;
@@ -602,7 +864,16 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       IS.Name = In->name()->str();
       IS.Feature = In->feature() ? In->feature()->str() : "";
       IS.Type = BufType[In->buffer()];
-      Device &D = *Devices[P->buffers()->Get(In->buffer())->device()];
+      uint32_t DevId = P->buffers()->Get(In->buffer())->device();
+      Device &D = *Devices[DevId];
+      if (!isLocal(DevId)) {
+        // A server feeds no inputs: the worker's devices read the data.
+        if (isServer())
+          continue;
+        return Status::error("program '" + Prog.Name + "' reads input '" +
+                             IS.Name + "' on " + D.name() +
+                             ", which another process runs");
+      }
       Prog.Staging.emplace_back();
       Prog.Pinned.emplace_back(nullptr, cuda::freePinned);
       if (D.kind() == DeviceKind::CPU) {
@@ -618,7 +889,129 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       Prog.Inputs.push_back(IS);
       Prog.InputBuffers.push_back(In->buffer());
     }
+  if (Cluster && !isServer() && FP.outputs())
+    for (const fb::Output *O : *FP.outputs()) {
+      uint32_t DevId = P->buffers()->Get(O->buffer())->device();
+      if (!isLocal(DevId))
+        return Status::error(
+            "program '" + Prog.Name + "' has output '" + O->name()->str() +
+            "' on " + Devices[DevId]->name() + ", which another process runs");
+    }
   planFinishes(Prog);
+  return Status::ok();
+}
+
+/// A cluster: what each wait between kernels of different processes
+/// becomes. A kernel that waits for a Send of another process whose Recv
+/// is in its own waits for that Recv (the message arriving says the Send
+/// ran), or needs nothing more when it is the Recv; one that waits for
+/// another process's Recv of a Send of its own waits until that Send's
+/// message has left (what the wait protects is the Send's memory); any
+/// other wait is a signal, an empty message the other process sends once
+/// the kernel waited for has run. Every process of the run derives the
+/// same from the plan, the waiting side and the waited side alike.
+Status Executor::Impl::classifyRemote(Program &Prog) {
+  int Me = Cluster->rank();
+  auto RankOf = [&](uint32_t Id) { return DevRank[Prog.Slots[Id].Device]; };
+  auto IsSend = [&](uint32_t Id) {
+    SlotKind K = Prog.Slots[Id].Kind;
+    return K == SlotKind::Send || K == SlotKind::SendRemote;
+  };
+  auto IsRecv = [&](uint32_t Id) {
+    SlotKind K = Prog.Slots[Id].Kind;
+    return K == SlotKind::Recv || K == SlotKind::RecvRemote;
+  };
+  std::map<uint32_t, uint32_t> RecvOfSend;
+  for (uint32_t Id = 0; Id < Prog.Slots.size(); ++Id)
+    if (IsRecv(Id))
+      RecvOfSend[Prog.Slots[Id].SrcKernel] = Id;
+  // Kernel ids count through each device's list in order: on one device,
+  // a smaller id runs earlier.
+  auto RunsBefore = [&](uint32_t A, uint32_t B) {
+    return Prog.Slots[A].Device != Prog.Slots[B].Device || A < B;
+  };
+  enum class How { Implied, OwnRecv, SendLeft, Signal };
+  // How waiter L keeps its wait for W, a kernel of another process.
+  auto Classify = [&](uint32_t L, uint32_t W, uint32_t &Via) {
+    int RL = RankOf(L);
+    if (IsSend(W)) {
+      auto It = RecvOfSend.find(W);
+      if (It != RecvOfSend.end()) {
+        Via = It->second;
+        if (Via == L)
+          return How::Implied;
+        if (RankOf(Via) == RL && RunsBefore(Via, L))
+          return How::OwnRecv;
+      }
+    }
+    if (IsRecv(W)) {
+      Via = Prog.Slots[W].SrcKernel;
+      if (RankOf(Via) == RL && RunsBefore(Via, L))
+        return How::SendLeft;
+    }
+    return How::Signal;
+  };
+  for (uint32_t L = 0; L < Prog.Slots.size(); ++L) {
+    Slot &S = Prog.Slots[L];
+    bool LocalWaiter = RankOf(L) == Me;
+    std::vector<uint32_t> Waits;
+    for (uint32_t W : S.Waits) {
+      if (RankOf(W) == RankOf(L)) {
+        Waits.push_back(W);
+        continue;
+      }
+      uint32_t Via = 0;
+      How H = Classify(L, W, Via);
+      if (!LocalWaiter) {
+        // Another process's kernel waits for one of ours: signal it.
+        if (RankOf(W) == Me && H == How::Signal) {
+          uint32_t Tag = 0;
+          MDRT_RETURN_IF_ERROR(messageTag(true, L, Tag));
+          Prog.Slots[W].SignalsTo.push_back({RankOf(L), Tag});
+        }
+        continue;
+      }
+      switch (H) {
+      case How::Implied:
+        break;
+      case How::OwnRecv:
+        Waits.push_back(Via);
+        break;
+      case How::SendLeft:
+        S.SendsDone.push_back(Via);
+        if (Prog.Slots[Via].Device != S.Device)
+          Waits.push_back(Via);
+        break;
+      case How::Signal:
+        S.SignalsFrom.push_back(RankOf(W));
+        break;
+      }
+    }
+    std::sort(Waits.begin(), Waits.end());
+    Waits.erase(std::unique(Waits.begin(), Waits.end()), Waits.end());
+    S.Waits = LocalWaiter ? std::move(Waits) : std::vector<uint32_t>();
+    if (!S.SignalsFrom.empty())
+      MDRT_RETURN_IF_ERROR(messageTag(true, L, S.SignalTag));
+  }
+  // Only this process's devices run here; a worker asks the servers to run
+  // theirs.
+  Prog.Messages.assign(Devices.size(), {});
+  for (uint32_t D = 0; D < Devices.size(); ++D) {
+    if (isLocal(D)) {
+      for (uint32_t Id : Prog.PerDevice[D]) {
+        const Slot &S = Prog.Slots[Id];
+        if (S.Kind == SlotKind::SendRemote || !S.SignalsTo.empty())
+          Prog.Messages[D].push_back(Id);
+      }
+      continue;
+    }
+    if (!isServer() && !Prog.PerDevice[D].empty())
+      Prog.Servers.push_back(DevRank[D]);
+    Prog.PerDevice[D].clear();
+  }
+  std::sort(Prog.Servers.begin(), Prog.Servers.end());
+  Prog.Servers.erase(std::unique(Prog.Servers.begin(), Prog.Servers.end()),
+                     Prog.Servers.end());
   return Status::ok();
 }
 
@@ -742,7 +1135,12 @@ void Executor::Impl::execSlot(Program &Prog, Slot &S, Device &Dev,
     C.Step = Step;
     C.Seed = KernelSeed;
     C.Stream = Dev.stream();
-    S.Impl->run(C);
+    if (KernelLock) {
+      std::lock_guard<std::mutex> L(*KernelLock);
+      S.Impl->run(C);
+    } else {
+      S.Impl->run(C);
+    }
     break;
   }
   case SlotKind::NoOp:
@@ -757,6 +1155,91 @@ void Executor::Impl::execSlot(Program &Prog, Slot &S, Device &Dev,
   case SlotKind::Collective:
     S.Group->allReduce(S.Participant, Dev, S.CIn, S.Out, S.Types);
     break;
+  case SlotKind::SendRemote: {
+    const void *Src = S.In[0];
+    if (S.Staged) {
+      if (Dev.kind() != DeviceKind::CPU) {
+        Dev.copyToHost(S.Staging.data(), Src, S.Bytes);
+      } else if (S.Bytes) {
+        std::lock_guard<std::mutex> L(*KernelLock);
+        std::memcpy(S.Staging.data(), Src, S.Bytes);
+      }
+      Src = S.Staging.data();
+    }
+    auto Sent = Cluster->isend(S.Peer, S.Tag, Src, S.Bytes);
+    if (!Sent.isOk())
+      lostMessages(Sent.status());
+    std::lock_guard<std::mutex> L(*S.InFlightM);
+    S.InFlight = Sent.take();
+    break;
+  }
+  case SlotKind::RecvRemote: {
+    void *Dst = S.Staged ? S.Staging.data() : S.Out[0];
+    if (Status R = Cluster->recv(S.Peer, S.Tag, Dst, S.Bytes); !R.isOk())
+      lostMessages(R);
+    if (!S.Staged)
+      break;
+    if (Dev.kind() != DeviceKind::CPU) {
+      Dev.copyFromHost(S.Out[0], S.Staging.data(), S.Bytes);
+    } else if (S.Bytes) {
+      std::lock_guard<std::mutex> L(*KernelLock);
+      std::memcpy(S.Out[0], S.Staging.data(), S.Bytes);
+    }
+    break;
+  }
+  }
+}
+
+/// Waits until the message of SendRemote slot \p S has left.
+void Executor::Impl::completeSend(Slot &S) {
+  std::lock_guard<std::mutex> L(*S.InFlightM);
+  if (!S.InFlight)
+    return;
+  Status Done = S.InFlight->wait();
+  S.InFlight.reset();
+  if (!Done.isOk())
+    lostMessages(Done);
+}
+
+/// What slot \p Id waits for before it runs: kernels of other devices,
+/// messages it must not overwrite, signals from other processes.
+void Executor::Impl::beforeSlot(Program &Prog, Slot &S, uint32_t Id,
+                                Device &Dev) {
+  for (uint32_t W : S.Waits) {
+    waitFor(Prog, W);
+    const Slot &From = Prog.Slots[W];
+    Dev.waitEvent(*Devices[From.Device], From.Event);
+  }
+  for (uint32_t Send : S.SendsDone)
+    completeSend(Prog.Slots[Send]);
+  for (int From : S.SignalsFrom)
+    if (Status R = Cluster->recv(From, S.SignalTag, nullptr, 0); !R.isOk())
+      lostMessages(R);
+  (void)Id;
+}
+
+/// What slot \p Id tells others once it has run: the devices of this
+/// process that wait for it, and the processes whose kernels do.
+void Executor::Impl::afterSlot(Program &Prog, Slot &S, uint32_t Id,
+                               Device &Dev) {
+  if (S.Signals) {
+    if (S.Async)
+      S.Group->finish(S.Participant);
+    Dev.recordEvent(S.Event);
+    signal(Prog, Id);
+  }
+  if (S.SignalsTo.empty())
+    return;
+  // The kernel has run when the process is told: an asynchronous device
+  // finishes it first.
+  if (Dev.kind() != DeviceKind::CPU)
+    if (Status Sync = Dev.synchronize(); !Sync.isOk())
+      lostMessages(Sync.withContext(Dev.name()));
+  for (const auto &[Rank, Tag] : S.SignalsTo) {
+    auto Sent = Cluster->isend(Rank, Tag, nullptr, 0);
+    if (!Sent.isOk())
+      lostMessages(Sent.status());
+    S.SignalsSent.push_back(Sent.take());
   }
 }
 
@@ -784,26 +1267,34 @@ void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
     Slot &S = Prog.Slots[Id];
     for (uint32_t F : S.Finish)
       FinishSums(F);
-    for (uint32_t W : S.Waits) {
-      waitFor(Prog, W);
-      const Slot &From = Prog.Slots[W];
-      Dev.waitEvent(*Devices[From.Device], From.Event);
-    }
+    beforeSlot(Prog, S, Id, Dev);
     uint64_t Start = Trace ? nowNs() : 0;
     execSlot(Prog, S, Dev, Step);
     if (Trace) {
       Dev.synchronize().isOk();
       this->Trace[DevId].push_back({Id, ProgIndex, Start, nowNs()});
     }
-    if (S.Signals) {
-      if (S.Async)
-        S.Group->finish(S.Participant);
-      Dev.recordEvent(S.Event);
-      signal(Prog, Id);
-    }
+    afterSlot(Prog, S, Id, Dev);
   }
   for (uint32_t F : Prog.FinishAtEnd[DevId])
     FinishSums(F);
+  finishMessages(Prog, DevId);
+}
+
+/// The device's messages of the step have all left: their memory is
+/// reused by the next step.
+void Executor::Impl::finishMessages(Program &Prog, uint32_t DevId) {
+  if (Prog.Messages.empty())
+    return;
+  for (uint32_t Id : Prog.Messages[DevId]) {
+    Slot &S = Prog.Slots[Id];
+    if (S.Kind == SlotKind::SendRemote)
+      completeSend(S);
+    for (auto &Sent : S.SignalsSent)
+      if (Status Done = Sent->wait(); !Done.isOk())
+        lostMessages(Done);
+    S.SignalsSent.clear();
+  }
 }
 
 /// Runs the device's kernel list segment by segment: waits before a
@@ -818,11 +1309,7 @@ bool Executor::Impl::runGraphs(Program &Prog, uint32_t DevId, uint64_t Step) {
   const std::vector<uint32_t> &List = Prog.PerDevice[DevId];
   for (Segment &Seg : Prog.Segments[DevId]) {
     Slot &First = Prog.Slots[List[Seg.Begin]];
-    for (uint32_t W : First.Waits) {
-      waitFor(Prog, W);
-      const Slot &From = Prog.Slots[W];
-      Dev.waitEvent(*Devices[From.Device], From.Event);
-    }
+    beforeSlot(Prog, First, List[Seg.Begin], Dev);
     bool Eager = !Seg.Capture || Prog.Runs == 0 || Prog.GraphFailed[DevId];
     if (!Eager && !Seg.Graph) {
       // Capture: nothing submitted runs until the graph is launched.
@@ -856,12 +1343,9 @@ bool Executor::Impl::runGraphs(Program &Prog, uint32_t DevId, uint64_t Step) {
       if (!S.isOk() && RunErrors[DevId].isOk())
         RunErrors[DevId] = S.withContext(Dev.name());
     }
-    Slot &Last = Prog.Slots[List[Seg.End - 1]];
-    if (Last.Signals) {
-      Dev.recordEvent(Last.Event);
-      signal(Prog, List[Seg.End - 1]);
-    }
+    afterSlot(Prog, Prog.Slots[List[Seg.End - 1]], List[Seg.End - 1], Dev);
   }
+  finishMessages(Prog, DevId);
   return true;
 }
 
@@ -881,10 +1365,11 @@ void Executor::Impl::planSegments(Program &Prog,
     std::vector<Segment> &Segs = Prog.Segments[D];
     for (uint32_t P = 0; P < List.size(); ++P) {
       const Slot &S = Prog.Slots[List[P]];
-      bool Start = P == 0 || !S.Waits.empty() || !Capturable(S);
+      bool Start = P == 0 || !S.Waits.empty() || !S.SendsDone.empty() ||
+                   !S.SignalsFrom.empty() || !Capturable(S);
       if (P > 0) {
         const Slot &Prev = Prog.Slots[List[P - 1]];
-        Start |= !Capturable(Prev) || Prev.Signals;
+        Start |= !Capturable(Prev) || Prev.Signals || !Prev.SignalsTo.empty();
       }
       if (Start) {
         Segs.emplace_back();
@@ -953,7 +1438,7 @@ Executor::create(std::shared_ptr<const PlanFile> Plan,
   if (Opts.Processes && Opts.Processes->rank() > 0)
     I.KernelSeed ^= hashName(
         ("mdrt.replica." + std::to_string(Opts.Processes->rank())).c_str());
-  MDRT_RETURN_IF_ERROR(checkProcesses(*I.P, Opts.Processes, E->Notes));
+  MDRT_RETURN_IF_ERROR(checkProcesses(*I.P, Opts, E->Notes));
   MDRT_RETURN_IF_ERROR(I.createDevices(E->Notes));
   std::string OverlapNote = I.chooseOverlap();
   for (const fb::Program *FP : *I.P->programs())
@@ -994,7 +1479,8 @@ Executor::create(std::shared_ptr<const PlanFile> Plan,
   if (I.P->variables())
     for (const fb::Variable *V : *I.P->variables())
       E->Variables.push_back(
-          {V->name()->str(), I.BufType[V->buffer()], V->trainable()});
+          {V->name()->str(), I.BufType[V->buffer()], V->trainable(),
+           !I.isLocal(I.P->buffers()->Get(V->buffer())->device())});
   return std::move(E);
 }
 
@@ -1005,7 +1491,9 @@ Status Executor::initialize() {
   std::vector<uint8_t> Host;
   if (P.variables()) {
     for (const fb::Variable *V : *P.variables()) {
-      if (V->mirror_of() >= 0)
+      // A server keeps the variables on its devices.
+      if (V->mirror_of() >= 0 ||
+          !I->isLocal(P.buffers()->Get(V->buffer())->device()))
         continue;
       const TensorDesc &T = I->BufType[V->buffer()];
       Host.assign(T.bytes(), 0);
@@ -1015,7 +1503,8 @@ Status Executor::initialize() {
     }
     // Mirrored copies start from their original's value.
     for (const fb::Variable *V : *P.variables()) {
-      if (V->mirror_of() < 0)
+      if (V->mirror_of() < 0 ||
+          !I->isLocal(P.buffers()->Get(V->buffer())->device()))
         continue;
       const fb::Variable *Orig = P.variables()->Get(V->mirror_of());
       const TensorDesc &T = I->BufType[V->buffer()];
@@ -1028,6 +1517,8 @@ Status Executor::initialize() {
   }
   if (P.constants())
     for (const fb::Constant *C : *P.constants()) {
+      if (!I->isLocal(P.buffers()->Get(C->buffer())->device()))
+        continue;
       const TensorDesc &T = I->BufType[C->buffer()];
       size_t N = size_t(T.numElements());
       std::vector<double> Values(N, 0.0);
@@ -1077,9 +1568,30 @@ int64_t Executor::batchSize(int Program) const {
   return I->Programs[Program].Batch;
 }
 
+/// Sends a request to server \p Rank.
+Status Executor::Impl::remoteRequest(int Rank, cluster::RequestKind Kind,
+                                     uint32_t Program, uint64_t Step,
+                                     uint64_t Index) {
+  if (Disconnected)
+    return Status::error("the executor disconnected from its parameter "
+                         "servers");
+  cluster::Request R;
+  R.Kind = uint32_t(Kind);
+  R.Program = Program;
+  R.Step = Step;
+  R.Index = Index;
+  return Cluster->send(Rank, cluster::RequestTag, &R, sizeof(R));
+}
+
 Status Executor::run(int ProgIndex, uint64_t Step) {
   Impl::Program &Prog = I->Programs[ProgIndex];
   ++I->RunId;
+  // The servers run their part beside this process's.
+  for (int Rank : Prog.Servers)
+    if (Status S = I->remoteRequest(Rank, cluster::RequestKind::Run,
+                                    uint32_t(ProgIndex), Step, 0);
+        !S.isOk())
+      I->lostMessages(S);
   // Inputs staged on the host go to their devices first.
   for (size_t K = 0; K < Prog.Inputs.size(); ++K) {
     uint32_t B = Prog.InputBuffers[K];
@@ -1107,6 +1619,15 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
   }
   for (uint32_t Id : Prog.AsyncSlots)
     Prog.Slots[Id].Group->finish(Prog.Slots[Id].Participant);
+  // The step ends when the servers' parts have, updates included.
+  Status ServerErr = Status::ok();
+  for (int Rank : Prog.Servers) {
+    Status Remote = Status::ok();
+    if (Status S = cluster::recvReply(*I->Cluster, Rank, Remote); !S.isOk())
+      I->lostMessages(S);
+    if (ServerErr.isOk() && !Remote.isOk())
+      ServerErr = Remote.withContext(I->Cluster->rankName(Rank));
+  }
   ++Prog.Runs;
   // Every device finishes its step, also when one fails: the next step
   // reuses the staging buffers the others may still be copying from.
@@ -1117,6 +1638,7 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
       SyncErr = S;
   }
   MDRT_RETURN_IF_ERROR(SyncErr);
+  MDRT_RETURN_IF_ERROR(ServerErr);
   for (Status &S : I->RunErrors)
     if (!S.isOk()) {
       Status R = S;
@@ -1167,16 +1689,70 @@ Status Executor::readOutputs(int ProgIndex, std::vector<OutputValue> &Out) {
 
 Status Executor::readVariable(size_t Index, void *Host) {
   const fb::Variable *V = I->P->variables()->Get(uint32_t(Index));
-  Device &D = *I->Devices[I->P->buffers()->Get(V->buffer())->device()];
-  D.copyToHost(Host, I->BufPtr[V->buffer()], I->BufType[V->buffer()].bytes());
+  uint32_t DevId = I->P->buffers()->Get(V->buffer())->device();
+  size_t Bytes = I->BufType[V->buffer()].bytes();
+  if (!I->isLocal(DevId)) {
+    // Its server sends it.
+    int Rank = I->DevRank[DevId];
+    Status Remote = Status::ok();
+    if (Status S = I->remoteRequest(Rank, cluster::RequestKind::ReadVariable, 0,
+                                    0, Index);
+        !S.isOk())
+      return S;
+    if (Status S = cluster::recvReply(*I->Cluster, Rank, Remote); !S.isOk())
+      I->lostMessages(S);
+    MDRT_RETURN_IF_ERROR(Remote.withContext(I->Cluster->rankName(Rank)));
+    if (Status S = I->Cluster->recv(Rank, cluster::RequestTag, Host, Bytes);
+        !S.isOk())
+      I->lostMessages(S);
+    return Status::ok();
+  }
+  Device &D = *I->Devices[DevId];
+  std::unique_lock<std::mutex> L;
+  if (I->KernelLock)
+    L = std::unique_lock<std::mutex>(*I->KernelLock);
+  D.copyToHost(Host, I->BufPtr[V->buffer()], Bytes);
   return D.synchronize();
 }
 
 Status Executor::writeVariable(size_t Index, const void *Host) {
   const fb::Variable *V = I->P->variables()->Get(uint32_t(Index));
-  Device &D = *I->Devices[I->P->buffers()->Get(V->buffer())->device()];
-  D.copyFromHost(I->BufPtr[V->buffer()], Host, I->BufType[V->buffer()].bytes());
+  uint32_t DevId = I->P->buffers()->Get(V->buffer())->device();
+  size_t Bytes = I->BufType[V->buffer()].bytes();
+  if (!I->isLocal(DevId)) {
+    int Rank = I->DevRank[DevId];
+    Status Remote = Status::ok();
+    if (Status S = I->remoteRequest(Rank, cluster::RequestKind::WriteVariable,
+                                    0, 0, Index);
+        !S.isOk())
+      return S;
+    if (Status S = I->Cluster->send(Rank, cluster::RequestTag, Host, Bytes);
+        !S.isOk())
+      I->lostMessages(S);
+    if (Status S = cluster::recvReply(*I->Cluster, Rank, Remote); !S.isOk())
+      I->lostMessages(S);
+    return Remote.withContext(I->Cluster->rankName(Rank));
+  }
+  Device &D = *I->Devices[DevId];
+  std::unique_lock<std::mutex> L;
+  if (I->KernelLock)
+    L = std::unique_lock<std::mutex>(*I->KernelLock);
+  D.copyFromHost(I->BufPtr[V->buffer()], Host, Bytes);
   return D.synchronize();
+}
+
+Status Executor::disconnect() {
+  if (!I->Cluster || I->isServer() || I->Disconnected)
+    return Status::ok();
+  Status First = Status::ok();
+  for (int Rank : I->ServerRanks) {
+    Status S =
+        I->remoteRequest(Rank, cluster::RequestKind::Disconnect, 0, 0, 0);
+    if (First.isOk() && !S.isOk())
+      First = S;
+  }
+  I->Disconnected = true;
+  return First;
 }
 
 void Executor::setTracing(bool On) {

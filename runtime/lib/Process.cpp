@@ -16,10 +16,15 @@
 #include "ProcessImpl.h"
 
 #include <algorithm>
+#include <climits>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
+#include <tuple>
 
 using namespace mdrt;
 
@@ -95,7 +100,55 @@ Status ProcessGroup::agree(const Status &Local) {
   MDRT_RETURN_IF_ERROR(broadcast(&Len, sizeof(Len), Root));
   std::string Msg = Root == Rank ? Local.message() : std::string(Len, '\0');
   MDRT_RETURN_IF_ERROR(broadcast(Msg.data(), Len, Root));
-  return Status::error("replica " + std::to_string(Root) + ": " + Msg);
+  return Status::error(rankName(Root) + ": " + Msg);
+}
+
+std::string ProcessGroup::rankName(int R) const {
+  if (size_t(R) < RankNames.size() && !RankNames[size_t(R)].empty())
+    return RankNames[size_t(R)];
+  return "replica " + std::to_string(R);
+}
+
+void ProcessGroup::setRankName(int R, std::string Name) {
+  if (R < 0 || R >= Size)
+    return;
+  if (RankNames.size() <= size_t(R))
+    RankNames.resize(size_t(R) + 1);
+  RankNames[size_t(R)] = std::move(Name);
+}
+
+void ProcessGroup::inheritRankNames(const ProcessGroup &Parent, int First) {
+  for (int R = 0; R < Size; ++R)
+    if (size_t(First + R) < Parent.RankNames.size())
+      setRankName(R, Parent.RankNames[size_t(First + R)]);
+}
+
+ProcessGroup::PendingSend::~PendingSend() = default;
+
+Status ProcessGroup::send(int Dst, uint32_t Tag, const void *Buf,
+                          size_t Bytes) {
+  auto P = isend(Dst, Tag, Buf, Bytes);
+  if (!P.isOk())
+    return P.status();
+  return (*P)->wait();
+}
+
+Status mdrt::checkSubgroup(int First, int Count, int Size) {
+  if (First < 0 || Count < 1 || First + Count > Size)
+    return Status::error("processes " + std::to_string(First) + " to " +
+                         std::to_string(First + Count - 1) +
+                         " are not a part of a group of " +
+                         std::to_string(Size));
+  return Status::ok();
+}
+
+Status mdrt::checkPeer(int Peer, int Rank, int Size) {
+  if (Peer < 0 || Peer >= Size || Peer == Rank)
+    return Status::error("no process " + std::to_string(Peer) +
+                         " to exchange messages with (process " +
+                         std::to_string(Rank) + " of " + std::to_string(Size) +
+                         ")");
+  return Status::ok();
 }
 
 Status ProcessGroup::mean(std::vector<double> &Values) {
@@ -133,6 +186,27 @@ public:
     return Status::ok();
   }
   [[noreturn]] void abort(int Code) override { std::exit(Code); }
+  StatusOr<std::unique_ptr<ProcessGroup>> subgroup(int First,
+                                                   int Count) override {
+    MDRT_RETURN_IF_ERROR(checkSubgroup(First, Count, 1));
+    auto G = std::make_unique<SingleProcessGroup>();
+    G->inheritRankNames(*this, First);
+    return std::unique_ptr<ProcessGroup>(std::move(G));
+  }
+  StatusOr<std::unique_ptr<PendingSend>> isend(int Dst, uint32_t, const void *,
+                                               size_t) override {
+    return checkPeer(Dst, 0, 1);
+  }
+  Status recv(int Src, uint32_t, void *, size_t) override {
+    return checkPeer(Src, 0, 1);
+  }
+  uint32_t maxTag() const override { return INT32_MAX; }
+};
+
+/// A send that completed when it started (the message was copied).
+class DoneSend : public ProcessGroup::PendingSend {
+public:
+  Status wait() override { return Status::ok(); }
 };
 
 //===----------------------------------------------------------------------===//
@@ -166,6 +240,14 @@ struct ThreadHub {
   std::vector<void *> Posted;
   /// Where each rank's sums go (allReduceSum).
   std::vector<void *> Received;
+  /// The hubs of subgroups, by the number of subgroup calls before.
+  std::map<uint64_t, std::shared_ptr<ThreadHub>> Children;
+
+  /// Messages sent and not yet received, by (source, destination, tag).
+  std::mutex MailM;
+  std::condition_variable MailCV;
+  std::map<std::tuple<int, int, uint32_t>, std::deque<std::vector<uint8_t>>>
+      Mail;
 };
 
 class ThreadProcessGroup : public ProcessGroup {
@@ -225,8 +307,64 @@ public:
   /// The threads share the process: ending one ends them all.
   [[noreturn]] void abort(int Code) override { std::_Exit(Code); }
 
+  StatusOr<std::unique_ptr<ProcessGroup>> subgroup(int First,
+                                                   int Count) override {
+    MDRT_RETURN_IF_ERROR(checkSubgroup(First, Count, size()));
+    std::shared_ptr<ThreadHub> Child;
+    {
+      std::lock_guard<std::mutex> L(Hub->M);
+      std::shared_ptr<ThreadHub> &C = Hub->Children[Subgroups];
+      if (!C)
+        C = std::make_shared<ThreadHub>(Count);
+      Child = C;
+    }
+    ++Subgroups;
+    Hub->barrier();
+    if (rank() < First || rank() >= First + Count)
+      return std::unique_ptr<ProcessGroup>();
+    auto G = std::make_unique<ThreadProcessGroup>(rank() - First, Child);
+    G->inheritRankNames(*this, First);
+    return std::unique_ptr<ProcessGroup>(std::move(G));
+  }
+
+  StatusOr<std::unique_ptr<PendingSend>>
+  isend(int Dst, uint32_t Tag, const void *Buf, size_t Bytes) override {
+    MDRT_RETURN_IF_ERROR(checkPeer(Dst, rank(), size()));
+    const uint8_t *P = static_cast<const uint8_t *>(Buf);
+    {
+      std::lock_guard<std::mutex> L(Hub->MailM);
+      Hub->Mail[{rank(), Dst, Tag}].emplace_back(P, P + Bytes);
+    }
+    Hub->MailCV.notify_all();
+    return std::unique_ptr<PendingSend>(new DoneSend());
+  }
+
+  Status recv(int Src, uint32_t Tag, void *Buf, size_t Bytes) override {
+    MDRT_RETURN_IF_ERROR(checkPeer(Src, rank(), size()));
+    std::vector<uint8_t> Msg;
+    {
+      std::unique_lock<std::mutex> L(Hub->MailM);
+      auto &Queue = Hub->Mail[{Src, rank(), Tag}];
+      Hub->MailCV.wait(L, [&] { return !Queue.empty(); });
+      Msg = std::move(Queue.front());
+      Queue.pop_front();
+    }
+    if (Msg.size() != Bytes)
+      return Status::error("a message of " + std::to_string(Msg.size()) +
+                           " bytes from process " + std::to_string(Src) +
+                           " (tag " + std::to_string(Tag) + "), where " +
+                           std::to_string(Bytes) + " were expected");
+    if (Bytes)
+      std::memcpy(Buf, Msg.data(), Bytes);
+    return Status::ok();
+  }
+
+  uint32_t maxTag() const override { return INT32_MAX; }
+
 private:
   std::shared_ptr<ThreadHub> Hub;
+  /// subgroup() calls so far (every rank makes the same).
+  uint64_t Subgroups = 0;
 };
 
 /// The number of processes an MPI launcher started: 0 when none did, -1

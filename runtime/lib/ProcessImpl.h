@@ -21,6 +21,12 @@ namespace mdrt {
 
 /// An error for the types allReduceSum does not add.
 Status checkSummable(DType Type);
+/// An error when processes [First, First + Count) are not all in a group
+/// of \p Size (subgroup).
+Status checkSubgroup(int First, int Count, int Size);
+/// An error when process \p Rank of a group of \p Size cannot exchange
+/// messages with \p Peer: itself, or not in the group.
+Status checkPeer(int Peer, int Rank, int Size);
 
 #if MDRT_HAVE_MPI
 /// Initializes MPI (unless the program did) and returns MPI_COMM_WORLD's

@@ -124,6 +124,8 @@ struct Trainer::Impl {
   ProcessGroup *Procs = nullptr;
   std::unique_ptr<ProcessGroup> OwnProcs;
   bool isLead() const { return Procs->rank() == 0; }
+  /// Some variables live on parameter servers in other processes.
+  bool RemoteVariables = false;
 
   Impl(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
        std::ostream &Log)
@@ -330,8 +332,14 @@ Status Trainer::Impl::evaluate(int64_t Step,
 }
 
 Status Trainer::Impl::checkpoint(int64_t Step) {
+  if (Opts.CheckpointDir.empty())
+    return Status::ok();
+  // Variables on parameter servers hold every worker's updates of the step
+  // once every worker has finished it.
+  if (RemoteVariables)
+    MDRT_RETURN_IF_ERROR(Procs->agree(Status::ok()));
   // The replicas' variables are identical: replica 0 writes them.
-  if (Opts.CheckpointDir.empty() || !isLead())
+  if (!isLead())
     return Status::ok();
   CheckpointState S;
   S.PlanFingerprint = Plan->plan().fingerprint();
@@ -413,6 +421,12 @@ Status Trainer::Impl::resume(int64_t &Step) {
   Position.Index = Header[3];
   Status Restored = Status::ok();
   for (size_t I = 0; I < Values.size(); ++I) {
+    // A parameter server's variable: replica 0 restores it for all.
+    if (Exec->variables()[I].Remote) {
+      if (isLead() && Restored.isOk())
+        Restored = Exec->writeVariable(I, Values[I].data());
+      continue;
+    }
     Values[I].resize(Exec->variables()[I].Type.bytes());
     MDRT_RETURN_IF_ERROR(
         Procs->broadcast(Values[I].data(), Values[I].size(), 0));
@@ -579,6 +593,8 @@ Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
 Trainer::Trainer(std::unique_ptr<Impl> I) : I(std::move(I)) {}
 Trainer::~Trainer() = default;
 
+Executor &Trainer::executor() { return *I->Exec; }
+
 StatusOr<std::unique_ptr<Trainer>>
 Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
                 std::ostream &Log) {
@@ -611,6 +627,8 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
   if (!Exec.isOk())
     return Exec.status();
   Impl->Exec = Exec.take();
+  for (const VariableInfo &V : Impl->Exec->variables())
+    Impl->RemoteVariables |= V.Remote;
   for (const std::string &N : Impl->Exec->notes())
     Log << "note: " << N << '\n';
   Impl->TrainProg = Impl->Exec->programIndex("train");

@@ -14,6 +14,7 @@
 
 #include "mdrt/Checkpoint.h"
 #include "mdrt/Device.h"
+#include "mdrt/ParameterServer.h"
 #include "mdrt/Plan.h"
 #include "mdrt/Process.h"
 #include "mdrt/Trainer.h"
@@ -176,6 +177,8 @@ int printCheckpoint(const std::string &Path) {
 
 static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
                       ProcessGroup &Procs);
+static int serveTask(const std::string &PlanPath, const TrainOptions &T,
+                     ProcessGroup &Procs, const ClusterLayout &Layout);
 
 static int mdrunMain(int argc, char **argv) {
   // Before any thread (MPI's, the data prefetcher, the devices') can read
@@ -399,9 +402,10 @@ static int mdrunMain(int argc, char **argv) {
   return 1;
 }
 
-/// Trains as this process's replica: under an MPI launcher, one replica of
-/// a multi-worker plan. The processes agree on every error, which replica
-/// 0 prints.
+/// This process's part of a run: under an MPI launcher, one replica of a
+/// multi-worker plan, or of a ps-strategy plan one of its workers or
+/// parameter-server tasks. The processes agree on every error, which
+/// process 0 prints.
 static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
                       ProcessGroup &Procs) {
   int Rank = Procs.rank();
@@ -410,17 +414,68 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
       errorStream() << "mdrun: error: " << S.message() << '\n';
     return 1;
   };
-  T.Exec.Processes = &Procs;
+  // Replica 0's plan says how the processes share the work.
+  std::shared_ptr<const PlanFile> P;
+  ClusterLayout Layout;
+  Layout.Workers = Procs.size();
+  Status Read = Status::ok();
+  if (Rank == 0) {
+    auto Plan = PlanFile::load(replicaPath(PlanPath, 0));
+    if (Plan.isOk()) {
+      P = Plan.take();
+      auto L = clusterLayout(P->plan(), Procs.size());
+      if (L.isOk())
+        Layout = *L;
+      else
+        Read = L.status();
+    } else {
+      Read = Plan.status();
+    }
+  }
+  if (Status S = Procs.agree(Read); S)
+    return Fail(S);
+  int32_t Shape[2] = {Layout.Workers, Layout.PsTasks};
+  if (Status S = Procs.broadcast(Shape, sizeof(Shape), 0); S)
+    return Fail(S);
+  Layout.Workers = Shape[0];
+  Layout.PsTasks = Shape[1];
+  // A ps-strategy run: the workers' collectives go through a group of
+  // their own; the other processes are the parameter servers.
+  ProcessGroup *Workers = &Procs;
+  std::unique_ptr<ProcessGroup> WorkersOnly;
+  if (Layout.PsTasks > 0) {
+    for (int Task = 0; Task < Layout.PsTasks; ++Task)
+      Procs.setRankName(Layout.Workers + Task,
+                        "ps task " + std::to_string(Task));
+    auto Sub = Procs.subgroup(0, Layout.Workers);
+    if (!Sub.isOk())
+      return Fail(Sub.status());
+    WorkersOnly = Sub.take();
+    Workers = WorkersOnly.get();
+    T.Exec.Cluster.Group = &Procs;
+  }
+  if (Layout.isServer(Rank))
+    return serveTask(PlanPath, T, Procs, Layout);
+
+  T.Exec.Processes = Workers;
   if (!T.TracePath.empty()) {
     // One trace per process with {replica} in the path, else replica 0's.
     std::string Traced = replicaPath(T.TracePath, Rank);
     T.TracePath = Rank == 0 || Traced != T.TracePath ? Traced : "";
   }
-
-  auto Plan = PlanFile::load(replicaPath(PlanPath, Rank));
-  if (Status S = Procs.agree(Plan.isOk() ? Status::ok() : Plan.status()); S)
+  Status Loaded = Status::ok();
+  if (Rank != 0) {
+    auto Plan = PlanFile::load(replicaPath(PlanPath, Rank));
+    if (Plan.isOk())
+      P = Plan.take();
+    else
+      Loaded = Plan.status();
+  }
+  if (Status S = Procs.agree(Loaded); S)
     return Fail(S);
-  std::shared_ptr<const PlanFile> P = Plan.take();
+  if (Layout.PsTasks > 0)
+    if (Status S = agreeOnPlans(Procs, Layout, {P.get()}); S)
+      return Fail(S);
   std::ostream Null(nullptr);
   std::ostream &Log = Quiet || Rank != 0 ? Null : std::cout;
   if ((Quiet || Rank != 0) && T.Progress < 0)
@@ -432,8 +487,11 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
       S)
     return Fail(S);
   TrainResult R;
-  if (Status S = (*Trainer)->run(R); S)
-    return Fail(S);
+  Status Trained = (*Trainer)->run(R);
+  // The servers stop once every worker is done, whatever happened.
+  (*Trainer)->executor().disconnect().isOk();
+  if (Trained)
+    return Fail(Trained);
   if (Rank != 0)
     return 0;
   // After a resume, the steps this run executed (which the time and rate
@@ -449,6 +507,30 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
     std::cout << ", test " << K << ' ' << formatEvalValue(K, V);
   std::cout << '\n';
   return 0;
+}
+
+/// A parameter-server process: loads every worker's plan, takes part in
+/// the workers' start (the same agreements, in the same order) and serves
+/// its task until every worker is done. It prints nothing: its errors
+/// reach the workers, and process 0 prints them.
+static int serveTask(const std::string &PlanPath, const TrainOptions &T,
+                     ProcessGroup &Procs, const ClusterLayout &Layout) {
+  auto Plans = loadWorkerPlans(PlanPath, Layout.Workers);
+  if (Status S = Procs.agree(Plans.isOk() ? Status::ok() : Plans.status()); S)
+    return 1;
+  std::vector<const PlanFile *> Mine;
+  for (const auto &Plan : *Plans)
+    Mine.push_back(Plan.get());
+  if (Status S = agreeOnPlans(Procs, Layout, Mine); S)
+    return 1;
+  ServerOptions SO;
+  SO.Threads = T.Exec.Threads;
+  SO.Seed = T.Seed;
+  auto Server = ParameterServer::create(Plans.take(), Procs,
+                                        Procs.rank() - Layout.Workers, SO);
+  if (Status S = Procs.agree(Server.isOk() ? Status::ok() : Server.status()); S)
+    return 1;
+  return (*Server)->serve().isOk() ? 0 : 1;
 }
 
 int main(int argc, char **argv) {

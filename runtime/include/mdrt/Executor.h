@@ -21,7 +21,9 @@
 #include "mdrt/Process.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -41,6 +43,28 @@ enum class OverlapMode {
   On,
   /// Each all-reduce blocks its device until the sums are back.
   Off,
+};
+
+/// A process of a ps-strategy run over several processes: W workers, the
+/// processes 0 to W-1, each run their replica's plan, and ps task T's
+/// devices (the variables, their updates) run in process W + T
+/// (mdrt/ParameterServer.h). A worker's executor runs the plan's devices of
+/// its own replica and asks the servers to run theirs; a server's runs the
+/// devices of its task for one worker, with the variables in memory its
+/// task's executors for the other workers share. The devices of different
+/// processes exchange tensors and synchronisation signals as messages.
+struct ClusterOptions {
+  /// Every process of the run, workers first (null: not such a run).
+  ProcessGroup *Group = nullptr;
+  /// -1 in a worker; in a server, its ps task.
+  int ServeTask = -1;
+  /// A server: each of its task's devices' persistent memory (variables,
+  /// optimizer slots), by device name, shared with its executors for the
+  /// other workers.
+  std::map<std::string, uint8_t *> SharedPersistent;
+  /// A server: held around every kernel and every copy of persistent
+  /// memory, so that the workers' updates of a variable do not interleave.
+  std::mutex *KernelLock = nullptr;
 };
 
 struct ExecutorOptions {
@@ -72,6 +96,9 @@ struct ExecutorOptions {
   /// across processes involve a GPU device block regardless. The results
   /// are the same either way; notes() says which was chosen.
   OverlapMode Overlap = OverlapMode::Auto;
+  /// A process of a ps-strategy run over several processes (Processes is
+  /// then the group of the workers only).
+  ClusterOptions Cluster;
 };
 
 /// Where the data pipeline writes one input of a program.
@@ -97,6 +124,9 @@ struct VariableInfo {
   std::string Name;
   TensorDesc Type;
   bool Trainable = false;
+  /// Kept by a parameter server in another process (readVariable and
+  /// writeVariable ask it).
+  bool Remote = false;
 };
 
 class Executor {
@@ -128,6 +158,13 @@ public:
   const std::vector<VariableInfo> &variables() const { return Variables; }
   Status readVariable(size_t Index, void *Host);
   Status writeVariable(size_t Index, const void *Host);
+
+  /// A worker of a ps-strategy run over several processes: tells every
+  /// parameter server that this worker is done (a server stops once all
+  /// its workers are). Call it once the processes have started together
+  /// (every one created its executor or server), on every path after; the
+  /// executor sends nothing afterwards. Does nothing in other processes.
+  Status disconnect();
 
   // Tracing: while on, every kernel's start and end are recorded.
   void setTracing(bool On);

@@ -46,6 +46,11 @@ const std::vector<std::string> &initKindNames();
 /// The name of \p K, or "unknown" for a value outside the enum.
 const char *initKindName(fb::InitKind K);
 
+/// The deployment's job names, with the defaults of plans that do not
+/// record them ("worker", "ps").
+std::string workerJobName(const fb::Deployment &D);
+std::string psJobName(const fb::Deployment &D);
+
 /// A verified plan owning its bytes.
 class PlanFile {
 public:

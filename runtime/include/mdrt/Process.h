@@ -18,6 +18,13 @@
 // copied to the others, so every process gets bit-identical results that do
 // not depend on timing, message sizes or the MPI library's algorithms.
 //
+// A plan of the ps strategy over W replicas and P parameter-server tasks
+// (mdplan --num-replicas=W --num-ps-tasks=P) runs as W + P processes:
+// processes 0 to W-1 are the workers, W + T serves ps task T
+// (mdrt/ParameterServer.h). Its devices exchange tensors with point-to-point
+// messages (isend, recv); the workers' own collectives (agreement, means)
+// go through a subgroup of the first W.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MDRT_PROCESS_H
@@ -82,11 +89,54 @@ public:
   /// size(): the mean of a per-process quantity.
   Status mean(std::vector<double> &Values);
 
+  /// The processes [First, First + Count) of this group as a group of
+  /// their own, in which rank First + R of this one is rank R; null in the
+  /// processes outside the range. A collective operation. The new group
+  /// names its ranks as this one does.
+  virtual StatusOr<std::unique_ptr<ProcessGroup>> subgroup(int First,
+                                                           int Count) = 0;
+
+  // Point-to-point messages. Unlike the collectives, they may be called
+  // from several threads of a process at once, and a process may wait for
+  // one while another thread of it sends or receives others.
+
+  /// A message on its way (isend).
+  class PendingSend {
+  public:
+    virtual ~PendingSend();
+    /// Returns once the message's buffer may be reused.
+    virtual Status wait() = 0;
+  };
+  /// Starts sending the \p Bytes at \p Buf to process \p Dst, where
+  /// recv(this process, \p Tag) receives them: the buffer must stay as it
+  /// is until the send's wait() returns. Messages of one tag from one
+  /// process to another arrive in the order they were sent. Tags are 0 to
+  /// maxTag().
+  virtual StatusOr<std::unique_ptr<PendingSend>>
+  isend(int Dst, uint32_t Tag, const void *Buf, size_t Bytes) = 0;
+  /// isend, then wait.
+  Status send(int Dst, uint32_t Tag, const void *Buf, size_t Bytes);
+  /// Receives the next message of \p Tag from process \p Src into \p Buf,
+  /// which must be its size: a message of another size is an error.
+  virtual Status recv(int Src, uint32_t Tag, void *Buf, size_t Bytes) = 0;
+  /// The largest tag a message may have.
+  virtual uint32_t maxTag() const = 0;
+
+  /// How messages name process \p Rank: "replica R" (the process that runs
+  /// replica R's plan), or the name setRankName gave it ("ps task T").
+  std::string rankName(int Rank) const;
+  void setRankName(int Rank, std::string Name);
+
 protected:
   ProcessGroup(int Rank, int Size) : Rank(Rank), Size(Size) {}
+  /// A subgroup's names: those of ranks [First, First + size()) of
+  /// \p Parent.
+  void inheritRankNames(const ProcessGroup &Parent, int First);
 
 private:
   int Rank, Size;
+  /// Names of the ranks that are not "replica R" (empty: none).
+  std::vector<std::string> RankNames;
 };
 
 /// The group of a process that runs alone.

@@ -13,7 +13,10 @@
 // process trains and evaluates on its shard of every global batch; the
 // logged losses and the evaluation are over all of them; replica 0 writes
 // the log, metrics and checkpoints and hands a resumed checkpoint to the
-// others; every error is agreed on, so that all processes return it.
+// others; every error is agreed on, so that all processes return it. A
+// ps-strategy run's workers (Opts.Exec.Cluster) do the same, their
+// variables on the parameter servers: they meet before a checkpoint, which
+// replica 0 reads from the servers, and replica 0 alone restores them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,6 +100,9 @@ public:
   ~Trainer();
 
   Status run(TrainResult &Result);
+
+  /// The executor that runs the plan.
+  Executor &executor();
 
   struct Impl;
 

@@ -19,6 +19,14 @@
 // With two processes, where every element is a single addition that gives
 // the same result in either order, it is MPI_Allreduce itself.
 //
+// Point-to-point messages (a parameter-server run's transfers) may be sent
+// and received by several threads at once, and each waits without holding
+// the other threads up: they start nonblocking calls and poll for their
+// completion (MPI_Testall), taking the process's MPI lock for each call
+// only, so that MPI_THREAD_SERIALIZED is still all the library must offer.
+// Every group of the process (the world's duplicate, its subgroups) shares
+// that one lock.
+//
 //===----------------------------------------------------------------------===//
 
 #include "../ProcessImpl.h"
@@ -30,11 +38,13 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 using namespace mdrt;
@@ -63,11 +73,37 @@ Status check(int Code, const char *What) {
   return Status::error(std::string(What) + " failed: " + mpiMessage(Code));
 }
 
+/// The lock every MPI call of the process takes (MPI_THREAD_SERIALIZED).
+std::mutex &mpiLock() {
+  static std::mutex M;
+  return M;
+}
+
+/// Waits a little longer at each round of a poll: spins first (a message
+/// of a busy exchange is usually microseconds away), then yields the CPU,
+/// then sleeps up to 100 microseconds.
+void pollPause(unsigned Round) {
+  if (Round < 64)
+    return;
+  if (Round < 1024) {
+    std::this_thread::yield();
+    return;
+  }
+  unsigned Micros = std::min(100u, (Round - 1024) / 16 + 5);
+  std::this_thread::sleep_for(std::chrono::microseconds(Micros));
+}
+
 class MpiProcessGroup : public ProcessGroup {
 public:
   MpiProcessGroup(int Rank, int Size, MPI_Comm Comm, bool Finalize, int Sharers)
       : ProcessGroup(Rank, Size), Comm(Comm), Finalize(Finalize),
-        Sharers(Sharers) {}
+        Sharers(Sharers) {
+    int *Ub = nullptr, Flag = 0;
+    if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &Ub, &Flag) ==
+            MPI_SUCCESS &&
+        Flag && Ub && *Ub > 0)
+      TagUb = uint32_t(*Ub);
+  }
 
   int cpuSharers() const override { return Sharers; }
 
@@ -76,6 +112,104 @@ public:
     if (Finalize)
       MPI_Finalize();
   }
+
+  StatusOr<std::unique_ptr<ProcessGroup>> subgroup(int First,
+                                                   int Count) override {
+    MDRT_RETURN_IF_ERROR(checkSubgroup(First, Count, size()));
+    bool In = rank() >= First && rank() < First + Count;
+    MPI_Comm Sub = MPI_COMM_NULL;
+    {
+      std::lock_guard<std::mutex> L(mpiLock());
+      MDRT_RETURN_IF_ERROR(
+          comm(MPI_Comm_split(Comm, In ? 0 : MPI_UNDEFINED, rank(), &Sub),
+               "MPI_Comm_split"));
+      if (In)
+        MPI_Comm_set_errhandler(Sub, MPI_ERRORS_RETURN);
+    }
+    if (!In)
+      return std::unique_ptr<ProcessGroup>();
+    auto G = std::make_unique<MpiProcessGroup>(rank() - First, Count, Sub,
+                                               /*Finalize=*/false, Sharers);
+    G->inheritRankNames(*this, First);
+    return std::unique_ptr<ProcessGroup>(std::move(G));
+  }
+
+  /// The pieces of a message: MPI counts are ints.
+  static size_t pieces(size_t Bytes) {
+    return std::max<size_t>(1, (Bytes + MaxPieceBytes - 1) / MaxPieceBytes);
+  }
+
+  class Pending : public PendingSend {
+  public:
+    Pending(MpiProcessGroup &G, std::vector<MPI_Request> Reqs)
+        : G(G), Reqs(std::move(Reqs)) {}
+    ~Pending() override {
+      if (!Done)
+        wait().isOk();
+    }
+    Status wait() override {
+      Done = true;
+      return G.complete(Reqs, "MPI_Isend", nullptr);
+    }
+
+  private:
+    MpiProcessGroup &G;
+    std::vector<MPI_Request> Reqs;
+    bool Done = false;
+  };
+
+  StatusOr<std::unique_ptr<PendingSend>>
+  isend(int Dst, uint32_t Tag, const void *Buf, size_t Bytes) override {
+    MDRT_RETURN_IF_ERROR(checkPeer(Dst, rank(), size()));
+    MDRT_RETURN_IF_ERROR(checkTag(Tag));
+    const uint8_t *P = static_cast<const uint8_t *>(Buf);
+    std::vector<MPI_Request> Reqs(pieces(Bytes), MPI_REQUEST_NULL);
+    std::lock_guard<std::mutex> L(mpiLock());
+    for (size_t I = 0; I < Reqs.size(); ++I) {
+      size_t Off = I * MaxPieceBytes;
+      int N = int(std::min(MaxPieceBytes, Bytes - std::min(Bytes, Off)));
+      MDRT_RETURN_IF_ERROR(
+          comm(MPI_Isend(P + Off, N, MPI_BYTE, Dst, int(Tag), Comm, &Reqs[I]),
+               "MPI_Isend"));
+    }
+    return std::unique_ptr<PendingSend>(new Pending(*this, std::move(Reqs)));
+  }
+
+  Status recv(int Src, uint32_t Tag, void *Buf, size_t Bytes) override {
+    MDRT_RETURN_IF_ERROR(checkPeer(Src, rank(), size()));
+    MDRT_RETURN_IF_ERROR(checkTag(Tag));
+    uint8_t *P = static_cast<uint8_t *>(Buf);
+    std::vector<MPI_Request> Reqs(pieces(Bytes), MPI_REQUEST_NULL);
+    std::vector<int> Want(Reqs.size());
+    {
+      std::lock_guard<std::mutex> L(mpiLock());
+      for (size_t I = 0; I < Reqs.size(); ++I) {
+        size_t Off = I * MaxPieceBytes;
+        Want[I] = int(std::min(MaxPieceBytes, Bytes - std::min(Bytes, Off)));
+        MDRT_RETURN_IF_ERROR(comm(MPI_Irecv(P + Off, Want[I], MPI_BYTE, Src,
+                                            int(Tag), Comm, &Reqs[I]),
+                                  "MPI_Irecv"));
+      }
+    }
+    std::vector<MPI_Status> St(Reqs.size());
+    MDRT_RETURN_IF_ERROR(complete(Reqs, "MPI_Irecv", St.data()));
+    size_t Got = 0;
+    bool Short = false;
+    for (size_t I = 0; I < St.size(); ++I) {
+      int N = 0;
+      MPI_Get_count(&St[I], MPI_BYTE, &N);
+      Got += size_t(N);
+      Short |= N != Want[I];
+    }
+    if (Short)
+      return Status::error("a message of " + std::to_string(Got) +
+                           " bytes from process " + std::to_string(Src) +
+                           " (tag " + std::to_string(Tag) + "), where " +
+                           std::to_string(Bytes) + " were expected");
+    return Status::ok();
+  }
+
+  uint32_t maxTag() const override { return TagUb; }
 
   std::string transport() const override {
     char Buf[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -93,7 +227,7 @@ public:
   Status allReduceSum(DType Type, const void *Send, void *Recv,
                       size_t Count) override {
     MDRT_RETURN_IF_ERROR(checkSummable(Type));
-    std::lock_guard<std::mutex> L(M);
+    std::lock_guard<std::mutex> L(mpiLock());
     size_t Elt = dtypeSize(Type);
     size_t PieceElts = MaxPieceBytes / Elt;
     const uint8_t *S = static_cast<const uint8_t *>(Send);
@@ -112,7 +246,7 @@ public:
   }
 
   Status broadcast(void *Buf, size_t Bytes, int Root) override {
-    std::lock_guard<std::mutex> L(M);
+    std::lock_guard<std::mutex> L(mpiLock());
     uint8_t *P = static_cast<uint8_t *>(Buf);
     for (size_t Off = 0; Off < Bytes; Off += MaxPieceBytes)
       MDRT_RETURN_IF_ERROR(
@@ -126,7 +260,7 @@ public:
     if (Bytes > size_t(INT_MAX))
       return Status::error("all-gather of " + std::to_string(Bytes) +
                            " bytes per process is too large");
-    std::lock_guard<std::mutex> L(M);
+    std::lock_guard<std::mutex> L(mpiLock());
     return comm(MPI_Allgather(Local, int(Bytes), MPI_BYTE, All, int(Bytes),
                               MPI_BYTE, Comm),
                 "MPI_Allgather");
@@ -140,6 +274,51 @@ public:
   }
 
 private:
+  Status checkTag(uint32_t Tag) const {
+    if (Tag > TagUb)
+      return Status::error("message tag " + std::to_string(Tag) +
+                           " is above MPI's largest, " + std::to_string(TagUb));
+    return Status::ok();
+  }
+
+  /// Polls \p Reqs until all are done, taking the lock for each test only.
+  /// A message larger than its receive is an error for the caller (the
+  /// processes exchange what their plans say; a bigger message means their
+  /// plans differ); any other failure stops every process.
+  Status complete(std::vector<MPI_Request> &Reqs, const char *What,
+                  MPI_Status *St) {
+    std::vector<MPI_Status> Own;
+    if (!St) {
+      Own.resize(Reqs.size());
+      St = Own.data();
+    }
+    for (unsigned Round = 0;; ++Round) {
+      int Done = 0, Code;
+      {
+        std::lock_guard<std::mutex> L(mpiLock());
+        Code = MPI_Testall(int(Reqs.size()), Reqs.data(), &Done, St);
+      }
+      if (Code == MPI_ERR_IN_STATUS) {
+        for (size_t I = 0; I < Reqs.size(); ++I) {
+          int E = St[I].MPI_ERROR, Class = 0;
+          if (E == MPI_SUCCESS || E == MPI_ERR_PENDING)
+            continue;
+          MPI_Error_class(E, &Class);
+          if (Class == MPI_ERR_TRUNCATE)
+            return Status::error("a message from process " +
+                                 std::to_string(St[I].MPI_SOURCE) + " (tag " +
+                                 std::to_string(St[I].MPI_TAG) +
+                                 ") is larger than the bytes expected");
+          return comm(E, What);
+        }
+      }
+      MDRT_RETURN_IF_ERROR(comm(Code, What));
+      if (Done)
+        return Status::ok();
+      pollPause(Round);
+    }
+  }
+
   /// A failed collective leaves the processes out of step, some of them
   /// waiting for the others: every process of the run stops, with the
   /// error of this one.
@@ -205,7 +384,7 @@ private:
   MPI_Comm Comm;
   bool Finalize;
   int Sharers;
-  std::mutex M;
+  uint32_t TagUb = 32767;
   std::vector<int> Counts, Displs, MineCounts, MineDispls;
   std::vector<uint8_t> Scratch;
 };

@@ -714,6 +714,14 @@ const fb::Program *PlanFile::program(const std::string &Name) const {
   return nullptr;
 }
 
+std::string mdrt::workerJobName(const fb::Deployment &D) {
+  return D.worker_job() ? D.worker_job()->str() : "worker";
+}
+
+std::string mdrt::psJobName(const fb::Deployment &D) {
+  return D.ps_job() ? D.ps_job()->str() : "ps";
+}
+
 std::string mdrt::replicaPath(std::string Path, int Replica) {
   const std::string Key = "{replica}";
   std::string Id = std::to_string(Replica);

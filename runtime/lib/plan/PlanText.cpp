@@ -135,7 +135,7 @@ void mdrt::printPlanText(const fb::Plan &P, std::ostream &OS) {
      << P.version() << " producer \""
      << (P.producer() ? P.producer()->str() : "") << "\" fingerprint " << Hex
      << '\n';
-  if (const fb::Deployment *D = P.deployment())
+  if (const fb::Deployment *D = P.deployment()) {
     OS << "deployment strategy=" << (D->strategy() ? D->strategy()->str() : "")
        << " num_clones=" << D->num_clones()
        << " clone_on_cpu=" << (D->clone_on_cpu() ? "true" : "false")
@@ -144,7 +144,12 @@ void mdrt::printPlanText(const fb::Plan &P, std::ostream &OS) {
        << " num_ps_tasks=" << D->num_ps_tasks()
        << " batch_per_clone=" << D->batch_per_clone()
        << " optimizer=" << (D->optimizer() ? D->optimizer()->str() : "")
-       << " learning_rate=" << doubleText(D->learning_rate()) << '\n';
+       << " learning_rate=" << doubleText(D->learning_rate());
+    // The job names matter to the processes of a ps deployment only.
+    if (D->num_ps_tasks() > 0)
+      OS << " worker_job=" << workerJobName(*D) << " ps_job=" << psJobName(*D);
+    OS << '\n';
+  }
   if (P.devices())
     for (size_t I = 0; I < P.devices()->size(); ++I) {
       const fb::Device *D = P.devices()->Get(I);

@@ -43,6 +43,18 @@ public:
     Inner->abort(Code);
     std::abort();
   }
+  StatusOr<std::unique_ptr<ProcessGroup>> subgroup(int First,
+                                                   int Count) override {
+    return Inner->subgroup(First, Count);
+  }
+  StatusOr<std::unique_ptr<PendingSend>>
+  isend(int Dst, uint32_t Tag, const void *Buf, size_t Bytes) override {
+    return Inner->isend(Dst, Tag, Buf, Bytes);
+  }
+  Status recv(int Src, uint32_t Tag, void *Buf, size_t Bytes) override {
+    return Inner->recv(Src, Tag, Buf, Bytes);
+  }
+  uint32_t maxTag() const override { return Inner->maxTag(); }
 
 private:
   std::unique_ptr<ProcessGroup> Inner;
