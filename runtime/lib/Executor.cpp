@@ -184,11 +184,11 @@ Status checkProcesses(const fb::Plan &P, const ExecutorOptions &Opts,
                            std::to_string(Procs));
     Notes.push_back(
         "replica " + std::to_string(Replica) + " of " +
-        std::to_string(Replicas) + "; " + Tasks + " in process" +
+        std::to_string(Replicas) + "; the variables on " + Tasks + " (process" +
         (PsTasks == 1 ? " " : "es ") + std::to_string(Replicas) +
         (PsTasks == 1 ? "" : " to " + std::to_string(Replicas + PsTasks - 1)) +
-        " keep the variables and apply each replica's updates as they "
-        "come (asynchronous training), over " +
+        "), which apply each replica's updates as they come "
+        "(asynchronous training), over " +
         C->transport());
     return Status::ok();
   }
@@ -504,13 +504,15 @@ Status Executor::Impl::mapCluster() {
           "device " + Dev->name()->str() + " is neither replica " +
           std::to_string(Worker) + "'s (job '" + WorkerJob + "', task " +
           std::to_string(Worker) + ") nor a parameter server's (job '" + PsJob +
-          "', task 0 to " + std::to_string(Tasks - 1) +
+          "', task " +
+          (Tasks == 1 ? std::string("0")
+                      : "0 to " + std::to_string(Tasks - 1)) +
           "): a cluster of workers and parameter servers cannot run it");
     if (isServer() && Rank == Cluster->rank() &&
         Dev->kind() == fb::DeviceKind::GPU)
-      return Status::error("ps task " + std::to_string(Opts.Cluster.ServeTask) +
-                           " has the GPU " + Dev->name()->str() +
-                           "; mdrun's parameter servers run on CPUs");
+      return Status::error("device " + Dev->name()->str() +
+                           " is a GPU; mdrun's parameter servers run on "
+                           "CPUs (place the variables on the ps tasks' CPUs)");
     DevRank.push_back(Rank);
   }
   return Status::ok();

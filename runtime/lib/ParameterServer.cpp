@@ -185,7 +185,7 @@ ParameterServer::create(std::vector<std::shared_ptr<const PlanFile>> Plans,
   for (int R = 0; R < W; ++R) {
     auto E = Executor::create(Plans[size_t(R)], EO);
     if (!E.isOk())
-      return E.status().withContext("ps task " + std::to_string(Task));
+      return E.status();
     I.Execs.push_back(E.take());
   }
   // Every worker's executor sees the same variables: one initializes them.
