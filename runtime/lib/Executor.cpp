@@ -215,16 +215,18 @@ Status checkProcesses(const fb::Plan &P, const ExecutorOptions &Opts,
                     "processes over " + Processes->transport());
     return Status::ok();
   }
+  if (Procs > 1 && Strategy == "ps" && PsTasks > 0)
+    return Status::error("the run has " + std::to_string(Procs) +
+                         " processes, but " + Which +
+                         " of the ps strategy, whose processes are its "
+                         "workers and parameter servers: give the executor "
+                         "all of them (ExecutorOptions::Cluster)");
   if (Procs > 1)
     return Status::error(
-        "the run has " + std::to_string(Procs) + " processes, but " +
-        (Strategy == "ps" && PsTasks > 0
-             ? Which + " of the ps strategy, whose processes are its "
-                       "workers and parameter servers "
-                       "(ExecutorOptions::Cluster)"
-             : std::string("the plan is for one process")) +
-        "; several processes need one mirrored plan each, compiled with "
-        "--strategy=mirrored --num-replicas=" +
+        "the run has " + std::to_string(Procs) +
+        " processes, but the plan is for one process; several processes "
+        "need one mirrored plan each, compiled with --strategy=mirrored "
+        "--num-replicas=" +
         std::to_string(Procs) + " --replica-id=R");
   if (Replicas > 1)
     Notes.push_back(Which + "; mdrun runs it alone, with its "

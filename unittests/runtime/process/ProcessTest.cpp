@@ -190,6 +190,107 @@ TEST(ProcessTest, AgreeGivesEveryRankTheLowestFailure) {
   EXPECT_EQ(Single->agree(Status::error("alone")).message(), "alone");
 }
 
+TEST(ProcessTest, MessagesArriveInOrderPerTag) {
+  auto Groups = createThreadProcessGroups(3);
+  std::vector<std::vector<int32_t>> Got(3);
+  onThreads(Groups, [&](int R, ProcessGroup &G) {
+    if (R == 0) {
+      // Two tags to rank 2, one to rank 1; none waits for its receiver.
+      std::vector<std::unique_ptr<ProcessGroup::PendingSend>> Sends;
+      for (int32_t V : {1, 2, 3}) {
+        auto S = G.isend(2, 7, &V, sizeof(V));
+        ASSERT_TRUE(S.isOk()) << S.status().message();
+        Sends.push_back(S.take());
+      }
+      int32_t Other = 40;
+      ASSERT_TRUE(G.send(2, 9, &Other, sizeof(Other)).isOk());
+      ASSERT_TRUE(G.send(1, 7, nullptr, 0).isOk());
+      for (auto &S : Sends)
+        EXPECT_TRUE(S->wait().isOk());
+      return;
+    }
+    if (R == 1) {
+      ASSERT_TRUE(G.recv(0, 7, nullptr, 0).isOk());
+      Got[1].push_back(-1);
+      return;
+    }
+    // The other tag first: tags are matched, not arrival order.
+    int32_t V = 0;
+    ASSERT_TRUE(G.recv(0, 9, &V, sizeof(V)).isOk());
+    Got[2].push_back(V);
+    for (int I = 0; I < 3; ++I) {
+      ASSERT_TRUE(G.recv(0, 7, &V, sizeof(V)).isOk());
+      Got[2].push_back(V);
+    }
+  });
+  EXPECT_EQ(Got[1], (std::vector<int32_t>{-1}));
+  EXPECT_EQ(Got[2], (std::vector<int32_t>{40, 1, 2, 3}));
+}
+
+TEST(ProcessTest, MessageErrors) {
+  auto Groups = createThreadProcessGroups(2);
+  onThreads(Groups, [&](int R, ProcessGroup &G) {
+    if (R == 0) {
+      int64_t V = 5;
+      ASSERT_TRUE(G.send(1, 3, &V, sizeof(V)).isOk());
+      return;
+    }
+    int32_t Small = 0;
+    Status S = G.recv(0, 3, &Small, sizeof(Small));
+    ASSERT_FALSE(S.isOk());
+    EXPECT_EQ(S.message(), "a message of 8 bytes from process 0 (tag 3), "
+                           "where 4 were expected");
+    EXPECT_EQ(G.recv(1, 3, nullptr, 0).message(),
+              "no process 1 to exchange messages with (process 1 of 2)");
+    EXPECT_EQ(G.send(2, 3, nullptr, 0).message(),
+              "no process 2 to exchange messages with (process 1 of 2)");
+  });
+  auto Single = createSingleProcessGroup();
+  EXPECT_EQ(Single->send(0, 0, nullptr, 0).message(),
+            "no process 0 to exchange messages with (process 0 of 1)");
+  EXPECT_EQ(Single->recv(1, 0, nullptr, 0).message(),
+            "no process 1 to exchange messages with (process 0 of 1)");
+}
+
+TEST(ProcessTest, SubgroupsAndRankNames) {
+  auto Groups = createThreadProcessGroups(4);
+  std::vector<std::string> Agreed(4), Names(4);
+  std::vector<int> Ranks(4, -2), Sizes(4, -2);
+  onThreads(Groups, [&](int R, ProcessGroup &G) {
+    G.setRankName(3, "ps task 0");
+    EXPECT_EQ(G.rankName(1), "replica 1");
+    EXPECT_EQ(G.rankName(3), "ps task 0");
+    // A range of one group: processes 1 to 3, renumbered from 0.
+    auto Sub = G.subgroup(1, 3);
+    ASSERT_TRUE(Sub.isOk()) << Sub.status().message();
+    if (!*Sub) {
+      Ranks[size_t(R)] = -1;
+      return;
+    }
+    ProcessGroup &S = **Sub;
+    Ranks[size_t(R)] = S.rank();
+    Sizes[size_t(R)] = S.size();
+    Names[size_t(R)] = S.rankName(2);
+    // Its collectives involve its members only.
+    Status Local = S.rank() == 2 ? Status::error("down") : Status::ok();
+    Agreed[size_t(R)] = S.agree(Local).message();
+  });
+  EXPECT_EQ(Ranks, (std::vector<int>{-1, 0, 1, 2}));
+  EXPECT_EQ(Sizes, (std::vector<int>{-2, 3, 3, 3}));
+  for (int R = 1; R < 4; ++R) {
+    EXPECT_EQ(Names[size_t(R)], "ps task 0");
+    EXPECT_EQ(Agreed[size_t(R)], "ps task 0: down");
+  }
+  auto Single = createSingleProcessGroup();
+  auto Alone = Single->subgroup(0, 1);
+  ASSERT_TRUE(Alone.isOk());
+  EXPECT_EQ((*Alone)->size(), 1);
+  EXPECT_EQ(Single->subgroup(0, 2).status().message(),
+            "processes 0 to 1 are not a part of a group of 1");
+  EXPECT_EQ(Single->subgroup(-1, 1).status().message(),
+            "processes -1 to -1 are not a part of a group of 1");
+}
+
 TEST(ProcessTest, MeanOverProcesses) {
   auto Groups = createThreadProcessGroups(3);
   std::vector<std::vector<double>> V(3);
