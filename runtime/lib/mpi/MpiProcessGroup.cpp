@@ -79,18 +79,22 @@ std::mutex &mpiLock() {
   return M;
 }
 
-/// Waits a little longer at each round of a poll: spins first (a message
-/// of a busy exchange is usually microseconds away), then yields the CPU,
-/// then sleeps up to 100 microseconds.
-void pollPause(unsigned Round) {
+/// Between two tests of a poll that started at \p Start: spins first (a
+/// message of a busy exchange is usually microseconds away), then yields
+/// the CPU for a few milliseconds (a training step's wait for its
+/// parameters or gradients), then sleeps, 20 to 200 microseconds at a time
+/// (a server waiting for its worker's next request).
+void pollPause(unsigned Round, std::chrono::steady_clock::time_point Start) {
   if (Round < 64)
     return;
-  if (Round < 1024) {
+  auto Waited = std::chrono::steady_clock::now() - Start;
+  if (Waited < std::chrono::milliseconds(5)) {
     std::this_thread::yield();
     return;
   }
-  unsigned Micros = std::min(100u, (Round - 1024) / 16 + 5);
-  std::this_thread::sleep_for(std::chrono::microseconds(Micros));
+  auto Micros = std::chrono::duration_cast<std::chrono::microseconds>(Waited);
+  std::this_thread::sleep_for(std::chrono::microseconds(
+      std::clamp<int64_t>(Micros.count() / 100, 20, 200)));
 }
 
 class MpiProcessGroup : public ProcessGroup {
@@ -292,6 +296,7 @@ private:
       Own.resize(Reqs.size());
       St = Own.data();
     }
+    auto Start = std::chrono::steady_clock::now();
     for (unsigned Round = 0;; ++Round) {
       int Done = 0, Code;
       {
@@ -315,7 +320,7 @@ private:
       MDRT_RETURN_IF_ERROR(comm(Code, What));
       if (Done)
         return Status::ok();
-      pollPause(Round);
+      pollPause(Round, Start);
     }
   }
 
