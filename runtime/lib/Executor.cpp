@@ -521,8 +521,12 @@ Status Executor::Impl::mapCluster() {
 }
 
 Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
-  int Threads = Opts.Threads > 0 ? Opts.Threads
-                                 : std::max(1, cpusPerProcess(Opts.Processes));
+  // A server shares the machine with the cluster's other processes.
+  int Threads =
+      Opts.Threads > 0
+          ? Opts.Threads
+          : std::max(1, cpusPerProcess(Opts.Processes ? Opts.Processes
+                                                      : Opts.Cluster.Group));
   if (Opts.Cluster.Group)
     MDRT_RETURN_IF_ERROR(mapCluster());
   int Gpus = -1;

@@ -116,7 +116,9 @@ void usage(const std::vector<Option> &Opts, std::ostream &OS) {
         "runs\n"
         "one replica of a plan compiled with --strategy=mirrored\n"
         "--num-replicas=W; '{replica}' in PLAN and --trace stands for the\n"
-        "process's replica (its rank).\n\n"
+        "process's replica (its rank). A ps-strategy plan of W replicas and\n"
+        "P ps tasks runs as W + P processes (mpirun -n W+P): the workers,\n"
+        "then one parameter server per ps task.\n\n"
         "options:\n";
   for (const Option &O : Opts) {
     std::string Left = std::string("  --") + O.Name;
