@@ -910,13 +910,14 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
 }
 
 /// A cluster: what each wait between kernels of different processes
-/// becomes. A kernel that waits for a Send of another process whose Recv
-/// is in its own waits for that Recv (the message arriving says the Send
-/// ran), or needs nothing more when it is the Recv; one that waits for
-/// another process's Recv of a Send of its own waits until that Send's
-/// message has left (what the wait protects is the Send's memory); any
-/// other wait is a signal, an empty message the other process sends once
-/// the kernel waited for has run. Every process of the run derives the
+/// becomes. A kernel that waits for a Send of another process needs
+/// nothing more when it is that Send's Recv, or when the Recv ran before
+/// it on its device (the message arriving says the Send ran); one that
+/// waits for another process's Recv of a Send of its own waits until that
+/// Send's message has left (what the wait protects is the Send's memory,
+/// and the Recv needed the Send anyway); any other wait is a signal, an
+/// empty message the other process sends once the kernel waited for has
+/// run. Every process of the run derives the
 /// same from the plan, the waiting side and the waited side alike.
 Status Executor::Impl::classifyRemote(Program &Prog) {
   int Me = Cluster->rank();
@@ -948,7 +949,9 @@ Status Executor::Impl::classifyRemote(Program &Prog) {
         Via = It->second;
         if (Via == L)
           return How::Implied;
-        if (RankOf(Via) == RL && RunsBefore(Via, L))
+        // Only when the Recv comes first anyway: waiting for a Recv on
+        // another device would add a dependency the plan does not have.
+        if (Prog.Slots[Via].Device == Prog.Slots[L].Device && Via < L)
           return How::OwnRecv;
       }
     }
@@ -983,7 +986,7 @@ Status Executor::Impl::classifyRemote(Program &Prog) {
       case How::Implied:
         break;
       case How::OwnRecv:
-        Waits.push_back(Via);
+        // Earlier on the same device: it has run already.
         break;
       case How::SendLeft:
         S.SendsDone.push_back(Via);
