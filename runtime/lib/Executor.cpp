@@ -1159,6 +1159,10 @@ void Executor::Impl::execSlot(Program &Prog, Slot &S, Device &Dev,
     break;
   case SlotKind::Recv: {
     const Slot &Send = Prog.Slots[S.SrcKernel];
+    // A server's devices may copy the variables other threads update.
+    std::unique_lock<std::mutex> L;
+    if (KernelLock)
+      L = std::unique_lock<std::mutex>(*KernelLock);
     Dev.copyFrom(*Devices[Send.Device], Send.Event, S.Out[0], S.SrcPtr,
                  S.Bytes);
     break;
@@ -1512,7 +1516,8 @@ Status Executor::initialize() {
       Device &D = *I->Devices[P.buffers()->Get(V->buffer())->device()];
       D.copyFromHost(I->BufPtr[V->buffer()], Host.data(), Host.size());
     }
-    // Mirrored copies start from their original's value.
+    // Mirrored copies start from their original's value (computed again
+    // when another process keeps the original).
     for (const fb::Variable *V : *P.variables()) {
       if (V->mirror_of() < 0 ||
           !I->isLocal(P.buffers()->Get(V->buffer())->device()))
@@ -1520,7 +1525,14 @@ Status Executor::initialize() {
       const fb::Variable *Orig = P.variables()->Get(V->mirror_of());
       const TensorDesc &T = I->BufType[V->buffer()];
       Host.assign(T.bytes(), 0);
-      Device &From = *I->Devices[P.buffers()->Get(Orig->buffer())->device()];
+      uint32_t FromId = P.buffers()->Get(Orig->buffer())->device();
+      if (!I->isLocal(FromId)) {
+        MDRT_RETURN_IF_ERROR(initialValue(*Orig, T, I->Opts.Seed, Host.data()));
+        Device &D = *I->Devices[P.buffers()->Get(V->buffer())->device()];
+        D.copyFromHost(I->BufPtr[V->buffer()], Host.data(), Host.size());
+        continue;
+      }
+      Device &From = *I->Devices[FromId];
       From.copyToHost(Host.data(), I->BufPtr[Orig->buffer()], Host.size());
       Device &D = *I->Devices[P.buffers()->Get(V->buffer())->device()];
       D.copyFromHost(I->BufPtr[V->buffer()], Host.data(), Host.size());
@@ -1596,6 +1608,10 @@ Status Executor::Impl::remoteRequest(int Rank, cluster::RequestKind Kind,
 
 Status Executor::run(int ProgIndex, uint64_t Step) {
   Impl::Program &Prog = I->Programs[ProgIndex];
+  if (I->Disconnected && !Prog.Servers.empty())
+    return Status::error("program '" + Prog.Name +
+                         "' needs the parameter servers, from which the "
+                         "executor disconnected");
   ++I->RunId;
   // The servers run their part beside this process's.
   for (int Rank : Prog.Servers)

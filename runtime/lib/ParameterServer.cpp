@@ -220,10 +220,11 @@ Status ParameterServer::Impl::serveWorker(int Worker) {
       break;
     case cluster::RequestKind::ReadVariable:
     case cluster::RequestKind::WriteVariable: {
-      if (Q.Index >= E.variables().size())
+      if (Q.Index >= E.variables().size() || E.variables()[Q.Index].Remote)
         lost(Status::error("replica " + std::to_string(Worker) +
                            " asks for variable " + std::to_string(Q.Index) +
-                           " of " + std::to_string(E.variables().size())));
+                           " of " + std::to_string(E.variables().size()) +
+                           ", which this task does not keep"));
       Buf.resize(E.variables()[Q.Index].Type.bytes());
       bool Read =
           cluster::RequestKind(Q.Kind) == cluster::RequestKind::ReadVariable;

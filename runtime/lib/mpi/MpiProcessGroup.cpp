@@ -103,6 +103,7 @@ public:
       : ProcessGroup(Rank, Size), Comm(Comm), Finalize(Finalize),
         Sharers(Sharers) {
     int *Ub = nullptr, Flag = 0;
+    std::lock_guard<std::mutex> L(mpiLock());
     if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &Ub, &Flag) ==
             MPI_SUCCESS &&
         Flag && Ub && *Ub > 0)
@@ -195,15 +196,13 @@ public:
                                   "MPI_Irecv"));
       }
     }
-    std::vector<MPI_Status> St(Reqs.size());
-    MDRT_RETURN_IF_ERROR(complete(Reqs, "MPI_Irecv", St.data()));
+    std::vector<int> Counts;
+    MDRT_RETURN_IF_ERROR(complete(Reqs, "MPI_Irecv", &Counts));
     size_t Got = 0;
     bool Short = false;
-    for (size_t I = 0; I < St.size(); ++I) {
-      int N = 0;
-      MPI_Get_count(&St[I], MPI_BYTE, &N);
-      Got += size_t(N);
-      Short |= N != Want[I];
+    for (size_t I = 0; I < Counts.size(); ++I) {
+      Got += size_t(Counts[I]);
+      Short |= Counts[I] != Want[I];
     }
     if (Short)
       return Status::error("a message of " + std::to_string(Got) +
@@ -285,43 +284,62 @@ private:
     return Status::ok();
   }
 
-  /// Polls \p Reqs until all are done, taking the lock for each test only.
-  /// A message larger than its receive is an error for the caller (the
-  /// processes exchange what their plans say; a bigger message means their
-  /// plans differ); any other failure stops every process.
+  /// Polls \p Reqs until all are done, taking the lock for each test only;
+  /// with \p Counts, the bytes each received. A message larger than its
+  /// receive is an error for the caller (the processes exchange what their
+  /// plans say; a bigger message means their plans differ); any other
+  /// failure stops every process.
   Status complete(std::vector<MPI_Request> &Reqs, const char *What,
-                  MPI_Status *St) {
-    std::vector<MPI_Status> Own;
-    if (!St) {
-      Own.resize(Reqs.size());
-      St = Own.data();
-    }
+                  std::vector<int> *Counts) {
+    std::vector<MPI_Status> St(Reqs.size());
     auto Start = std::chrono::steady_clock::now();
     for (unsigned Round = 0;; ++Round) {
-      int Done = 0, Code;
+      int Done = 0;
+      // What went wrong, found under the lock (MPI calls all take it).
+      Status Failed = Status::ok();
+      bool Truncated = false;
       {
         std::lock_guard<std::mutex> L(mpiLock());
-        Code = MPI_Testall(int(Reqs.size()), Reqs.data(), &Done, St);
-      }
-      if (Code == MPI_ERR_IN_STATUS) {
-        for (size_t I = 0; I < Reqs.size(); ++I) {
-          int E = St[I].MPI_ERROR, Class = 0;
-          if (E == MPI_SUCCESS || E == MPI_ERR_PENDING)
-            continue;
-          MPI_Error_class(E, &Class);
-          if (Class == MPI_ERR_TRUNCATE)
-            return Status::error("a message from process " +
-                                 std::to_string(St[I].MPI_SOURCE) + " (tag " +
-                                 std::to_string(St[I].MPI_TAG) +
-                                 ") is larger than the bytes expected");
-          return comm(E, What);
+        int Code = MPI_Testall(int(Reqs.size()), Reqs.data(), &Done, St.data());
+        if (Code == MPI_ERR_IN_STATUS) {
+          for (size_t I = 0; I < Reqs.size() && Failed.isOk(); ++I) {
+            int E = St[I].MPI_ERROR, Class = 0;
+            if (E == MPI_SUCCESS || E == MPI_ERR_PENDING)
+              continue;
+            MPI_Error_class(E, &Class);
+            Truncated = Class == MPI_ERR_TRUNCATE;
+            Failed =
+                Truncated
+                    ? Status::error("a message from process " +
+                                    std::to_string(St[I].MPI_SOURCE) +
+                                    " (tag " + std::to_string(St[I].MPI_TAG) +
+                                    ") is larger than the bytes expected")
+                    : check(E, What);
+          }
+        } else {
+          Failed = check(Code, What);
+        }
+        if (Failed.isOk() && Done && Counts) {
+          Counts->assign(Reqs.size(), 0);
+          for (size_t I = 0; I < Reqs.size(); ++I)
+            MPI_Get_count(&St[I], MPI_BYTE, &(*Counts)[I]);
         }
       }
-      MDRT_RETURN_IF_ERROR(comm(Code, What));
+      if (Truncated)
+        return Failed;
+      if (!Failed.isOk())
+        stopAll(Failed);
       if (Done)
         return Status::ok();
       pollPause(Round, Start);
     }
+  }
+
+  /// Prints \p S and stops every process of the run.
+  [[noreturn]] void stopAll(const Status &S) {
+    std::fprintf(stderr, "error: %s: %s; stopping every process\n",
+                 rankName(rank()).c_str(), S.message().c_str());
+    abort(1);
   }
 
   /// A failed collective leaves the processes out of step, some of them
@@ -331,9 +349,7 @@ private:
     Status S = check(Code, What);
     if (S.isOk())
       return S;
-    std::fprintf(stderr, "error: replica %d: %s; stopping every process\n",
-                 rank(), S.message().c_str());
-    abort(1);
+    stopAll(S);
   }
 
   /// MPI_Allreduce of at most MaxPieceBytes, for two processes.
