@@ -51,9 +51,10 @@ struct Request {
   uint64_t Index = 0;
 };
 
-/// The tag of the transfer on channel \p Channel (Signal false) or of the
-/// signals for kernel \p Kernel (Signal true) of worker \p Worker's plan,
-/// out of \p Workers.
+/// The tag of transfer \p Index (Signal false) or of the signals to
+/// waiting kernel \p Index (Signal true) of a program of worker \p Worker's
+/// plan, out of \p Workers. The executor numbers a program's transfers
+/// between processes, and its kernels that wait for signals, from 0.
 inline uint64_t messageTag(bool Signal, uint64_t Index, int Worker,
                            int Workers) {
   return 1 + (Index * 2 + (Signal ? 1 : 0)) * uint64_t(Workers) +

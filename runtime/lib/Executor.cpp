@@ -303,6 +303,8 @@ struct Executor::Impl {
     /// or writes memory their sums go to.
     std::vector<uint32_t> Finish;
     // Another process (ExecutorOptions::Cluster).
+    /// Send, Recv: the plan's channel.
+    int64_t Channel = -1;
     /// SendRemote, RecvRemote: the peer process and the message's tag.
     int Peer = -1;
     uint32_t Tag = 0;
@@ -670,13 +672,13 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       S.Kind = SlotKind::Send;
       S.Signals = true;
       int64_t Channel = convertAttrs(K).getInt("channel", -1);
+      S.Channel = Channel;
       auto It = RecvOf.find(Channel);
       if (Local && It != RecvOf.end() &&
           !isLocal(Prog.Slots[It->second].Device)) {
         S.Kind = SlotKind::SendRemote;
         S.Signals = false;
         S.Peer = DevRank[Prog.Slots[It->second].Device];
-        MDRT_RETURN_IF_ERROR(messageTag(false, uint64_t(Channel), S.Tag));
         S.Bytes = BufType[K.inputs()->Get(0)].bytes();
         S.Staged = Dev.kind() != DeviceKind::CPU || Shared(K.inputs()->Get(0));
         if (S.Staged)
@@ -686,6 +688,7 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
     } else if (Op == "Recv") {
       S.Kind = SlotKind::Recv;
       int64_t Channel = convertAttrs(K).getInt("channel", -1);
+      S.Channel = Channel;
       auto It = SendOf.find(Channel);
       if (It == SendOf.end())
         return Status::error("recv '" + K.name()->str() +
@@ -702,7 +705,6 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
         // The message itself says the send has run.
         S.Kind = SlotKind::RecvRemote;
         S.Peer = DevRank[Send.Device];
-        MDRT_RETURN_IF_ERROR(messageTag(false, uint64_t(Channel), S.Tag));
         S.Staged = Dev.kind() != DeviceKind::CPU || Shared(K.outputs()->Get(0));
         if (S.Staged)
           S.Staging.resize(S.Bytes);
@@ -939,6 +941,18 @@ Status Executor::Impl::classifyRemote(Program &Prog) {
   auto RunsBefore = [&](uint32_t A, uint32_t B) {
     return Prog.Slots[A].Device != Prog.Slots[B].Device || A < B;
   };
+  // Messages are numbered densely, the transfers between processes by
+  // channel and the kernels that wait for signals by id (tags stay small
+  // however large the plan), alike in every process.
+  std::map<int64_t, uint64_t> TransferIndex;
+  for (uint32_t Id = 0; Id < Prog.Slots.size(); ++Id)
+    if (IsRecv(Id) && RankOf(Id) != RankOf(Prog.Slots[Id].SrcKernel))
+      TransferIndex.emplace(Prog.Slots[Id].Channel, TransferIndex.size());
+  for (Slot &S : Prog.Slots)
+    if (S.Kind == SlotKind::SendRemote || S.Kind == SlotKind::RecvRemote)
+      MDRT_RETURN_IF_ERROR(
+          messageTag(false, TransferIndex.at(S.Channel), S.Tag));
+  std::map<uint32_t, uint64_t> SignalIndex;
   enum class How { Implied, OwnRecv, SendLeft, Signal };
   // How waiter L keeps its wait for W, a kernel of another process.
   auto Classify = [&](uint32_t L, uint32_t W, uint32_t &Via) {
@@ -973,13 +987,15 @@ Status Executor::Impl::classifyRemote(Program &Prog) {
       }
       uint32_t Via = 0;
       How H = Classify(L, W, Via);
+      uint32_t Tag = 0;
+      if (H == How::Signal)
+        MDRT_RETURN_IF_ERROR(messageTag(
+            true, SignalIndex.emplace(L, SignalIndex.size()).first->second,
+            Tag));
       if (!LocalWaiter) {
         // Another process's kernel waits for one of ours: signal it.
-        if (RankOf(W) == Me && H == How::Signal) {
-          uint32_t Tag = 0;
-          MDRT_RETURN_IF_ERROR(messageTag(true, L, Tag));
+        if (RankOf(W) == Me && H == How::Signal)
           Prog.Slots[W].SignalsTo.push_back({RankOf(L), Tag});
-        }
         continue;
       }
       switch (H) {
@@ -995,14 +1011,13 @@ Status Executor::Impl::classifyRemote(Program &Prog) {
         break;
       case How::Signal:
         S.SignalsFrom.push_back(RankOf(W));
+        S.SignalTag = Tag;
         break;
       }
     }
     std::sort(Waits.begin(), Waits.end());
     Waits.erase(std::unique(Waits.begin(), Waits.end()), Waits.end());
     S.Waits = LocalWaiter ? std::move(Waits) : std::vector<uint32_t>();
-    if (!S.SignalsFrom.empty())
-      MDRT_RETURN_IF_ERROR(messageTag(true, L, S.SignalTag));
   }
   // Only this process's devices run here; a worker asks the servers to run
   // theirs.
