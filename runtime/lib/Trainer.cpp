@@ -140,7 +140,8 @@ struct Trainer::Impl {
                     std::vector<std::vector<uint8_t>> &Values);
   Status checkAgreement(int64_t Total);
   Status readTrainOutputs(const Status &StepStatus,
-                          std::vector<OutputValue> &Outs);
+                          std::vector<OutputValue> &Outs,
+                          std::vector<double> *Extra = nullptr);
   void metricsLine(const std::string &JSON) {
     if (Metrics.is_open()) {
       Metrics << JSON << '\n';
@@ -555,8 +556,10 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
 /// A training step's outputs: with several processes, means over them
 /// (every process's outputs describe its equal share of the global batch),
 /// and the step's failure on any process is every process's error.
+/// \p Extra, the same number of values on every process, is averaged too.
 Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
-                                       std::vector<OutputValue> &Outs) {
+                                       std::vector<OutputValue> &Outs,
+                                       std::vector<double> *Extra) {
   Status S = StepStatus;
   if (S.isOk())
     S = Exec->readOutputs(TrainProg, Outs);
@@ -566,6 +569,8 @@ Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
   // process failed; a failed process sends zeros and a flag.
   const fb::Program &FP = *Plan->plan().programs()->Get(uint32_t(TrainProg));
   std::vector<double> All{S.isOk() ? 0.0 : 1.0};
+  if (Extra)
+    All.insert(All.end(), Extra->begin(), Extra->end());
   size_t I = 0;
   if (FP.outputs())
     for (const fb::Output *O : *FP.outputs()) {
@@ -584,6 +589,9 @@ Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
   if (All[0] != 0)
     return Procs->agree(S);
   size_t At = 1;
+  if (Extra)
+    for (double &V : *Extra)
+      V = All[At++];
   for (OutputValue &O : Outs)
     for (double &V : O.Values)
       V = All[At++];
@@ -695,40 +703,84 @@ Status Trainer::run(TrainResult &R) {
   int64_t LastLogStep = Step, Examples = 0;
   double LossSum = 0;
   int64_t LossCount = 0;
+  // The workers of a ps-strategy run meet only where they must (to log,
+  // checkpoint, evaluate and at the end), so that each goes at its own
+  // pace in between: a worker's failure waits for the next meeting, where
+  // every worker learns of it, and it runs no more steps until then.
+  const bool Async = T.Procs->size() > 1 && T.RemoteVariables;
+  Status Pending = Status::ok();
+  auto LossOf = [](const std::vector<OutputValue> &Outs) {
+    for (const OutputValue &V : Outs)
+      if (V.Kind == fb::OutputKind::Loss && !V.Values.empty())
+        return V.Values[0];
+    return double(NAN);
+  };
+  auto NotFinite = [](double Loss, int64_t Step) {
+    return Status::error(
+        "the loss is " + std::string(std::isnan(Loss) ? "NaN" : "infinite") +
+        " at step " + std::to_string(Step) + " (lower the learning rate?)");
+  };
   while (Step < Total) {
     BatchInfo B = T.TrainIt->next(T.TrainInputs);
     if (Step == TraceFrom)
       T.Exec->setTracing(true);
-    Status Ran = T.Exec->run(T.TrainProg, uint64_t(Step));
+    Status Ran =
+        Pending.isOk() ? T.Exec->run(T.TrainProg, uint64_t(Step)) : Pending;
     if (Step + 1 == TraceTo)
       T.Exec->setTracing(false);
     ++Step;
     Examples += Batch;
-    MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Ran, Outs));
-    double Loss = NAN;
-    std::string SummaryJSON;
-    for (const OutputValue &V : Outs) {
-      if (V.Values.empty())
-        continue;
-      if (V.Kind == fb::OutputKind::Loss)
-        Loss = V.Values[0];
-      else if (V.Kind == fb::OutputKind::Summary)
-        SummaryJSON += ",\"" + V.Name + "\":" + fixed(V.Values[0], 6);
-    }
-    R.LastLoss = Loss;
-    LossSum += Loss;
-    ++LossCount;
-    if (O.PrintLosses) {
-      char Buf[64];
-      snprintf(Buf, sizeof(Buf), "%.9g", Loss);
-      T.Log << "step " << Step << " loss " << Buf << std::endl;
-    }
-    if (!std::isfinite(Loss))
-      return Status::error(
-          "the loss is " + std::string(std::isnan(Loss) ? "NaN" : "infinite") +
-          " at step " + std::to_string(Step) + " (lower the learning rate?)");
-    double Now = seconds();
     bool LogNow = O.LogEvery > 0 && (Step % O.LogEvery == 0 || Step == Total);
+    bool CheckpointNow =
+        O.CheckpointEvery > 0 && Step % O.CheckpointEvery == 0 && Step < Total;
+    bool EvalNow = O.Eval && Step < Total &&
+                   (O.EvalEvery > 0 ? Step % O.EvalEvery == 0 : B.EndOfEpoch);
+    // A step's loss: printed, checked, added to the window's.
+    auto Count = [&](double Loss) {
+      if (O.PrintLosses) {
+        char Buf[64];
+        snprintf(Buf, sizeof(Buf), "%.9g", Loss);
+        T.Log << "step " << Step << " loss " << Buf << std::endl;
+      }
+      if (!std::isfinite(Loss))
+        return NotFinite(Loss, Step);
+      LossSum += Loss;
+      ++LossCount;
+      return Status::ok();
+    };
+    double Loss = NAN;
+    if (!Async) {
+      MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Ran, Outs));
+      Loss = LossOf(Outs);
+      MDRT_RETURN_IF_ERROR(Count(Loss));
+    } else {
+      // This worker's own step; its printed losses are its own.
+      if (Pending.isOk()) {
+        Pending = Ran;
+        if (Pending.isOk())
+          Pending = T.Exec->readOutputs(T.TrainProg, Outs);
+        if (Pending.isOk())
+          Pending = Count(Loss = LossOf(Outs));
+      }
+      if (LogNow || CheckpointNow || EvalNow || Step == Total) {
+        // The meeting: this step's outputs, means over the workers, and
+        // the mean loss of the window (the ratio of the means is that of
+        // the sums).
+        std::vector<double> Window{LossSum, double(LossCount)};
+        MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Pending, Outs, &Window));
+        Loss = LossOf(Outs);
+        if (LogNow && Window[1] > 0) {
+          LossSum = Window[0] / Window[1];
+          LossCount = 1;
+        }
+      }
+    }
+    double Now = seconds();
+    std::string SummaryJSON;
+    for (const OutputValue &V : Outs)
+      if (V.Kind == fb::OutputKind::Summary && !V.Values.empty())
+        SummaryJSON += ",\"" + V.Name + "\":" + fixed(V.Values[0], 6);
+    R.LastLoss = Loss;
     if (T.ProgressBar && (Now - LastLog > 0.25 || Step == Total)) {
       double Rate = double(Examples) / std::max(Now - Start, 1e-9);
       double Eta = double(Total - Step) * double(Batch) / std::max(Rate, 1e-9);
@@ -761,15 +813,13 @@ Status Trainer::run(TrainResult &R) {
       LossSum = 0;
       LossCount = 0;
     }
-    if (O.CheckpointEvery > 0 && Step % O.CheckpointEvery == 0 && Step < Total)
+    if (CheckpointNow)
       MDRT_RETURN_IF_ERROR(T.Procs->agree(T.checkpoint(Step)));
     if (Step == O.KillAtStep) {
       T.Log.flush();
       std::raise(SIGKILL);
     }
-    bool EvalNow = O.EvalEvery > 0 ? Step % O.EvalEvery == 0
-                                   : (B.EndOfEpoch && Step < Total);
-    if (O.Eval && EvalNow && Step < Total) {
+    if (EvalNow) {
       if (T.ProgressBar)
         std::fprintf(stderr, "\r%*s\r", 90, "");
       MDRT_RETURN_IF_ERROR(T.evaluate(Step, R.Eval));

@@ -103,6 +103,32 @@ struct ClusterRun {
   std::vector<std::vector<uint8_t>> Variables;
   std::vector<mdrt::VariableInfo> Infos;
   std::vector<std::string> Errors;
+  /// Collective calls of each worker's group.
+  std::vector<int> Collectives;
+};
+
+/// Counts the collective calls of the group it wraps.
+class CountingGroup : public mdrt::ForwardingGroup {
+public:
+  CountingGroup(std::unique_ptr<ProcessGroup> Inner, int &Count)
+      : ForwardingGroup(std::move(Inner), "counting"), Count(Count) {}
+  using ProcessGroup::allReduceSum;
+  Status allReduceSum(mdrt::DType Type, const void *Send, void *Buf,
+                      size_t N) override {
+    ++Count;
+    return ForwardingGroup::allReduceSum(Type, Send, Buf, N);
+  }
+  Status broadcast(void *Buf, size_t Bytes, int Root) override {
+    ++Count;
+    return ForwardingGroup::broadcast(Buf, Bytes, Root);
+  }
+  Status allGather(const void *Local, void *All, size_t Bytes) override {
+    ++Count;
+    return ForwardingGroup::allGather(Local, All, Bytes);
+  }
+
+private:
+  int &Count;
 };
 
 /// Runs \p Plans (one per worker) with \p PsTasks servers on threads, as
@@ -114,6 +140,7 @@ runCluster(const std::vector<std::shared_ptr<const mdrt::PlanFile>> &Plans,
   auto Groups = mdrt::createThreadProcessGroups(W + PsTasks);
   ClusterRun Run;
   Run.Errors.resize(size_t(W + PsTasks));
+  Run.Collectives.assign(size_t(W), 0);
   std::ostringstream Log;
   std::vector<std::thread> Threads;
   for (int Rank = 0; Rank < W + PsTasks; ++Rank)
@@ -125,6 +152,9 @@ runCluster(const std::vector<std::shared_ptr<const mdrt::PlanFile>> &Plans,
         return;
       }
       std::unique_ptr<ProcessGroup> Workers = Sub.take();
+      if (Workers)
+        Workers = std::make_unique<CountingGroup>(
+            std::move(Workers), Run.Collectives[size_t(Rank)]);
       if (Rank >= W) {
         mdrt::ServerOptions SO;
         SO.Threads = 1;
@@ -216,6 +246,11 @@ TEST(ParameterServerTest, TwoWorkersUpdateTheSameVariables) {
   ClusterRun Run = runCluster({plan(0, 2, 2), plan(1, 2, 2)}, 2, 5);
   for (const std::string &E : Run.Errors)
     EXPECT_EQ(E, "");
+  // The workers meet at the start and the end only (no logging, no
+  // checkpoints, no evaluation): twice the steps, as many meetings.
+  ClusterRun Longer = runCluster({plan(0, 2, 2), plan(1, 2, 2)}, 2, 10);
+  EXPECT_GT(Run.Collectives[0], 0);
+  EXPECT_EQ(Longer.Collectives, Run.Collectives);
   bool Found = false;
   for (size_t V = 0; V < Run.Infos.size(); ++V)
     if (Run.Infos[V].Name == "global_step") {

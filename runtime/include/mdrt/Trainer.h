@@ -15,8 +15,10 @@
 // the log, metrics and checkpoints and hands a resumed checkpoint to the
 // others; every error is agreed on, so that all processes return it. A
 // ps-strategy run's workers (Opts.Exec.Cluster) do the same, their
-// variables on the parameter servers: they meet before a checkpoint, which
-// replica 0 reads from the servers, and replica 0 alone restores them.
+// variables on the parameter servers, but meet only to log, checkpoint,
+// evaluate and at the end (asynchronous training: each goes at its own pace
+// in between, and a failure waits for the next meeting); replica 0 reads
+// the checkpoints' variables from the servers and alone restores them.
 //
 //===----------------------------------------------------------------------===//
 
