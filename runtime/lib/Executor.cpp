@@ -407,7 +407,7 @@ struct Executor::Impl {
   Status mapCluster();
   Status classifyRemote(Program &Prog);
   void completeSend(Slot &S);
-  void beforeSlot(Program &Prog, Slot &S, uint32_t Id, Device &Dev);
+  void beforeSlot(Program &Prog, Slot &S, Device &Dev);
   void afterSlot(Program &Prog, Slot &S, uint32_t Id, Device &Dev);
   void finishMessages(Program &Prog, uint32_t DevId);
   Status remoteRequest(int Rank, cluster::RequestKind Kind, uint32_t Program,
@@ -1231,10 +1231,9 @@ void Executor::Impl::completeSend(Slot &S) {
     lostMessages(Done);
 }
 
-/// What slot \p Id waits for before it runs: kernels of other devices,
+/// What slot \p S waits for before it runs: kernels of other devices,
 /// messages it must not overwrite, signals from other processes.
-void Executor::Impl::beforeSlot(Program &Prog, Slot &S, uint32_t Id,
-                                Device &Dev) {
+void Executor::Impl::beforeSlot(Program &Prog, Slot &S, Device &Dev) {
   for (uint32_t W : S.Waits) {
     waitFor(Prog, W);
     const Slot &From = Prog.Slots[W];
@@ -1245,7 +1244,6 @@ void Executor::Impl::beforeSlot(Program &Prog, Slot &S, uint32_t Id,
   for (int From : S.SignalsFrom)
     if (Status R = Cluster->recv(From, S.SignalTag, nullptr, 0); !R.isOk())
       lostMessages(R);
-  (void)Id;
 }
 
 /// What slot \p Id tells others once it has run: the devices of this
@@ -1297,7 +1295,7 @@ void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
     Slot &S = Prog.Slots[Id];
     for (uint32_t F : S.Finish)
       FinishSums(F);
-    beforeSlot(Prog, S, Id, Dev);
+    beforeSlot(Prog, S, Dev);
     uint64_t Start = Trace ? nowNs() : 0;
     execSlot(Prog, S, Dev, Step);
     if (Trace) {
@@ -1339,7 +1337,7 @@ bool Executor::Impl::runGraphs(Program &Prog, uint32_t DevId, uint64_t Step) {
   const std::vector<uint32_t> &List = Prog.PerDevice[DevId];
   for (Segment &Seg : Prog.Segments[DevId]) {
     Slot &First = Prog.Slots[List[Seg.Begin]];
-    beforeSlot(Prog, First, List[Seg.Begin], Dev);
+    beforeSlot(Prog, First, Dev);
     bool Eager = !Seg.Capture || Prog.Runs == 0 || Prog.GraphFailed[DevId];
     if (!Eager && !Seg.Graph) {
       // Capture: nothing submitted runs until the graph is launched.

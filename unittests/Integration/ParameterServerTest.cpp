@@ -105,6 +105,9 @@ struct ClusterRun {
   std::vector<std::string> Errors;
   /// Collective calls of each worker's group.
   std::vector<int> Collectives;
+  /// Worker 0's errors of a step and of reading and writing a variable
+  /// once disconnected.
+  std::vector<std::string> AfterDisconnect;
 };
 
 /// Counts the collective calls of the group it wraps.
@@ -194,7 +197,16 @@ runCluster(const std::vector<std::shared_ptr<const mdrt::PlanFile>> &Plans,
           EXPECT_TRUE(Read.isOk()) << Read.message();
         }
       }
-      EXPECT_TRUE((*Tr)->executor().disconnect().isOk());
+      mdrt::Executor &E = (*Tr)->executor();
+      EXPECT_TRUE(E.disconnect().isOk());
+      if (Rank == 0) {
+        // Nothing reaches the servers afterwards.
+        Run.AfterDisconnect.push_back(E.run(0, 99).message());
+        std::vector<uint8_t> Buf(E.variables()[0].Type.bytes());
+        Run.AfterDisconnect.push_back(E.readVariable(0, Buf.data()).message());
+        Run.AfterDisconnect.push_back(E.writeVariable(0, Buf.data()).message());
+        EXPECT_TRUE(E.disconnect().isOk());
+      }
       if (!Trained.isOk())
         Run.Errors[size_t(Rank)] = Trained.message();
     });
@@ -251,6 +263,12 @@ TEST(ParameterServerTest, TwoWorkersUpdateTheSameVariables) {
   ClusterRun Longer = runCluster({plan(0, 2, 2), plan(1, 2, 2)}, 2, 10);
   EXPECT_GT(Run.Collectives[0], 0);
   EXPECT_EQ(Longer.Collectives, Run.Collectives);
+  EXPECT_EQ(Run.AfterDisconnect,
+            (std::vector<std::string>{
+                "program 'train' needs the parameter servers, from which "
+                "the executor disconnected",
+                "the executor disconnected from its parameter servers",
+                "the executor disconnected from its parameter servers"}));
   bool Found = false;
   for (size_t V = 0; V < Run.Infos.size(); ++V)
     if (Run.Infos[V].Name == "global_step") {
