@@ -179,9 +179,12 @@ Status checkProcesses(const fb::Plan &P, const ExecutorOptions &Opts,
     if (Task >= 0)
       return Status::ok();
     if (Procs != Replicas || Rank != Replica)
-      return Status::error("the group of the workers of " + Which +
-                           " has process " + std::to_string(Rank) + " of " +
-                           std::to_string(Procs));
+      return Status::error(
+          "the workers' group (ExecutorOptions::Processes) has " +
+          std::to_string(Procs) + " process" + (Procs == 1 ? "" : "es") +
+          ", this one process " + std::to_string(Rank) + "; " + Which +
+          ", which needs the " + std::to_string(Replicas) +
+          " workers, this one process " + std::to_string(Replica));
     Notes.push_back(
         "replica " + std::to_string(Replica) + " of " +
         std::to_string(Replicas) + "; the variables on " + Tasks + " (process" +

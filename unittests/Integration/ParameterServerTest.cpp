@@ -311,8 +311,9 @@ TEST(ParameterServerTest, ExecutorChecksTheCluster) {
             "({replica} in the plan path stands for it)");
   O.Processes = nullptr;
   EXPECT_EQ(createError(plan(1, 2, 1), O),
-            "the group of the workers of the plan is replica 1 of 2 has "
-            "process 0 of 1");
+            "the workers' group (ExecutorOptions::Processes) has 1 "
+            "process, this one process 0; the plan is replica 1 of 2, which "
+            "needs the 2 workers, this one process 1");
   O.Cluster.ServeTask = 0;
   EXPECT_EQ(createError(plan(1, 2, 1), O),
             "the plan is replica 1 of 2, but it runs in process 1, not "
