@@ -97,7 +97,6 @@ Layout persistentLayout(const fb::Plan &P, uint32_t Dev) {
 struct ParameterServer::Impl {
   ProcessGroup *Cluster = nullptr;
   int Task = 0;
-  std::vector<std::shared_ptr<const PlanFile>> Plans;
   /// Owners of the task's variables' memory, one per device.
   std::vector<std::unique_ptr<Device>> Memory;
   std::mutex KernelLock;
@@ -190,7 +189,6 @@ ParameterServer::create(std::vector<std::shared_ptr<const PlanFile>> Plans,
   }
   // Every worker's executor sees the same variables: one initializes them.
   MDRT_RETURN_IF_ERROR(I.Execs[0]->initialize());
-  I.Plans = std::move(Plans);
   return std::move(S);
 }
 

@@ -715,11 +715,6 @@ Status Trainer::run(TrainResult &R) {
         return V.Values[0];
     return double(NAN);
   };
-  auto NotFinite = [](double Loss, int64_t Step) {
-    return Status::error(
-        "the loss is " + std::string(std::isnan(Loss) ? "NaN" : "infinite") +
-        " at step " + std::to_string(Step) + " (lower the learning rate?)");
-  };
   while (Step < Total) {
     BatchInfo B = T.TrainIt->next(T.TrainInputs);
     if (Step == TraceFrom)
@@ -743,7 +738,10 @@ Status Trainer::run(TrainResult &R) {
         T.Log << "step " << Step << " loss " << Buf << std::endl;
       }
       if (!std::isfinite(Loss))
-        return NotFinite(Loss, Step);
+        return Status::error(
+            "the loss is " +
+            std::string(std::isnan(Loss) ? "NaN" : "infinite") + " at step " +
+            std::to_string(Step) + " (lower the learning rate?)");
       LossSum += Loss;
       ++LossCount;
       return Status::ok();
