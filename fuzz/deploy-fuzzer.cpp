@@ -91,6 +91,9 @@ output { name: "accuracy" tensor: "BatchNormClassifier/accuracy" }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   llvm::StringRef Text(reinterpret_cast<const char *>(Data), Size);
+  std::string Difference = checkTextFastPath(Text, TextFileKind::Deployment);
+  if (!Difference.empty())
+    fuzz::bug("the text parsers disagree: " + Difference);
   DeploymentConfig C;
   llvm::Error E = readDeploymentBuffer(Text, "fuzz.cfg", C);
   if (!E)

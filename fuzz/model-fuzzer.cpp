@@ -58,6 +58,10 @@ static DeploymentConfig deployment(int Variant) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   llvm::StringRef Text(reinterpret_cast<const char *>(Data), Size);
+  // The reader's own text parser agrees with protobuf's where it reads.
+  std::string Difference = checkTextFastPath(Text, TextFileKind::Model);
+  if (!Difference.empty())
+    fuzz::bug("the text parsers disagree: " + Difference);
   ReadOptions RO;
   RO.Format = InputFormat::Text;
   for (int Variant = 0; Variant < NumDeployments; ++Variant) {

@@ -11,6 +11,7 @@
 #include "mdplan/IR/Verifier.h"
 
 #include "ModelDesc.pb.h"
+#include "TextParser.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -73,32 +74,45 @@ private:
   Error Err = Error::success();
 };
 
-/// Where fields are: a ParseInfoTree for text files, nothing for binary.
+/// Where fields are: the fast path's positions or protobuf's ParseInfoTree
+/// for text files, nothing for binary ones.
 class Locator {
 public:
   Locator(StringRef File, const ParseInfoTree *T)
       : File(File), T(T), Fallback{File, 0, 0} {}
+  Locator(StringRef File, const TextLocations *Fast, TextLocations::TreeId Id)
+      : File(File), Fast(Fast), Tree(Id), Fallback{File, 0, 0} {}
 
   /// The location of field \p Name (index -1 for singular fields).
   SourceLoc at(const pb::Message &M, StringRef Name, int Index = -1) const {
-    if (!T)
+    int Line = -1, Col = -1;
+    if (Fast) {
+      std::tie(Line, Col) = Fast->location(Tree, field(M, Name), Index);
+    } else if (T) {
+      auto L = T->GetLocation(field(M, Name), Index);
+      Line = L.line;
+      Col = L.column;
+    }
+    if (Line < 0)
       return Fallback;
-    auto L = T->GetLocation(field(M, Name), Index);
-    if (L.line < 0)
-      return Fallback;
-    return SourceLoc{File, unsigned(L.line + 1), unsigned(L.column + 1)};
+    return SourceLoc{File, unsigned(Line + 1), unsigned(Col + 1)};
   }
 
   /// The locator of nested message field \p Name at \p Index.
   Locator nested(const pb::Message &M, StringRef Name, int Index = -1) const {
     Locator R(File, nullptr);
     R.Fallback = at(M, Name, Index);
-    if (T)
+    if (Fast) {
+      R.Tree = Fast->nested(Tree, field(M, Name), Index);
+      if (R.Tree != TextLocations::NoTree)
+        R.Fast = Fast;
+    } else if (T) {
       R.T = T->GetTreeForNested(field(M, Name), Index);
+    }
     return R;
   }
 
-  bool hasPositions() const { return T != nullptr; }
+  bool hasPositions() const { return T != nullptr || Fast != nullptr; }
   SourceLoc fallback() const { return Fallback; }
 
 private:
@@ -118,8 +132,46 @@ private:
   }
 
   StringRef File;
-  const ParseInfoTree *T;
+  const ParseInfoTree *T = nullptr;
+  const TextLocations *Fast = nullptr;
+  TextLocations::TreeId Tree = 0;
   SourceLoc Fallback;
+};
+
+/// A text file's message: read by the fast path when it can, by protobuf's
+/// parser otherwise (which also reports every syntax error).
+class TextParse {
+public:
+  Error parse(StringRef Contents, StringRef File, pb::Message &M) {
+    if (parseTextFast(Contents, M, MaxNesting, Fast)) {
+      UsedFast = true;
+      return Error::success();
+    }
+    Fast = TextLocations();
+    M.Clear();
+    pb::TextFormat::Parser P;
+    P.SetRecursionLimit(MaxNesting);
+    SyntaxErrors Errs(File);
+    P.RecordErrorsTo(&Errs);
+    P.WriteLocationsTo(&Slow);
+    if (Contents.size() > size_t(INT32_MAX))
+      return makeError(SourceLoc{File, 0, 0},
+                       "file too large for protobuf's text parser (2 GiB)");
+    pb::io::ArrayInputStream In(Contents.data(), int(Contents.size()));
+    if (P.Parse(&In, &M))
+      return Error::success();
+    Error E = Errs.take();
+    return E ? std::move(E) : makeError(SourceLoc{File, 0, 0}, "syntax error");
+  }
+
+  Locator locator(StringRef File) const {
+    return UsedFast ? Locator(File, &Fast, 0) : Locator(File, &Slow);
+  }
+
+private:
+  TextLocations Fast;
+  ParseInfoTree Slow;
+  bool UsedFast = false;
 };
 
 /// Scope name prefixes for relative lookup, innermost first.
@@ -865,15 +917,32 @@ static Expected<std::unique_ptr<Graph>>
 readModelOnThisThread(StringRef Contents, StringRef Name,
                       const ReadOptions &Opts);
 
+/// Runs \p Work on a thread with the reader's stack and waits for it.
+static void onReaderStack(function_ref<void()> Work) {
+  llvm::thread Reader(Optional<unsigned>(ReaderStackBytes), Work);
+  Reader.join();
+}
+
 Expected<std::unique_ptr<Graph>>
 mdplan::readModelBuffer(StringRef Contents, StringRef Name,
                         const ReadOptions &Opts) {
   Optional<Expected<std::unique_ptr<Graph>>> Result;
-  llvm::thread Reader(Optional<unsigned>(ReaderStackBytes), [&] {
-    Result.emplace(readModelOnThisThread(Contents, Name, Opts));
-  });
-  Reader.join();
+  onReaderStack(
+      [&] { Result.emplace(readModelOnThisThread(Contents, Name, Opts)); });
   return std::move(*Result);
+}
+
+std::string mdplan::checkTextFastPath(StringRef Contents, TextFileKind Kind,
+                                      bool *FastAccepted) {
+  std::string Result;
+  onReaderStack([&] {
+    const pb::Message &Prototype =
+        Kind == TextFileKind::Model
+            ? static_cast<const pb::Message &>(desc::Model::default_instance())
+            : desc::Deployment::default_instance();
+    Result = compareTextParsers(Contents, Prototype, MaxNesting, FastAccepted);
+  });
+  return Result;
 }
 
 static Expected<std::unique_ptr<Graph>>
@@ -889,7 +958,7 @@ readModelOnThisThread(StringRef Contents, StringRef Name,
   desc::Model &M = *pb::Arena::CreateMessage<desc::Model>(&Arena);
   bool Binary = Opts.Format == InputFormat::Binary ||
                 (Opts.Format == InputFormat::Auto && isBinaryPath(Name));
-  ParseInfoTree Tree;
+  TextParse Text;
   if (Binary) {
     pb::io::CodedInputStream In(
         reinterpret_cast<const uint8_t *>(Contents.data()),
@@ -900,24 +969,14 @@ readModelOnThisThread(StringRef Contents, StringRef Name,
       return makeError(SourceLoc{File, 0, 0},
                        "cannot parse the binary model (not a serialized "
                        "mdplan.desc.Model)");
-  } else {
-    pb::TextFormat::Parser P;
-    P.SetRecursionLimit(MaxNesting);
-    SyntaxErrors Errs(File);
-    P.RecordErrorsTo(&Errs);
-    P.WriteLocationsTo(&Tree);
-    pb::io::ArrayInputStream In(Contents.data(), int(Contents.size()));
-    if (!P.Parse(&In, &M)) {
-      Error E = Errs.take();
-      if (!E)
-        return makeError(SourceLoc{File, 0, 0}, "syntax error");
-      return E;
-    }
+  } else if (Error E = Text.parse(Contents, File, M)) {
+    return std::move(E);
   }
   auto G = std::make_unique<Graph>();
   ModelBuilder B(*G, File);
-  if (Error E = B.build(M, Locator(File, Binary ? nullptr : &Tree)))
-    return E;
+  if (Error E =
+          B.build(M, Binary ? Locator(File, nullptr) : Text.locator(File)))
+    return std::move(E);
   return G;
 }
 
@@ -957,18 +1016,10 @@ Error mdplan::readDeploymentBuffer(StringRef Contents, StringRef Name,
                                    DeploymentConfig &C) {
   StringRef File = internFileName(Name);
   desc::Deployment D;
-  pb::TextFormat::Parser P;
-  P.SetRecursionLimit(MaxNesting);
-  SyntaxErrors Errs(File);
-  ParseInfoTree Tree;
-  P.RecordErrorsTo(&Errs);
-  P.WriteLocationsTo(&Tree);
-  pb::io::ArrayInputStream In(Contents.data(), int(Contents.size()));
-  if (!P.Parse(&In, &D)) {
-    Error E = Errs.take();
-    return E ? std::move(E) : makeError(SourceLoc{File, 0, 0}, "syntax error");
-  }
-  Locator L(File, &Tree);
+  TextParse Text;
+  if (Error E = Text.parse(Contents, File, D))
+    return E;
+  Locator L = Text.locator(File);
   auto Set = [&](StringRef Field) { C.Origins[Field] = L.at(D, Field); };
   if (D.has_num_clones()) {
     C.NumClones = D.num_clones();

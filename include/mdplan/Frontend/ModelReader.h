@@ -64,6 +64,19 @@ llvm::Error readDeploymentFile(llvm::StringRef Path, DeploymentConfig &Config,
 llvm::Error readDeploymentBuffer(llvm::StringRef Contents, llvm::StringRef Name,
                                  DeploymentConfig &Config);
 
+/// Which message a text file holds.
+enum class TextFileKind { Model, Deployment };
+
+/// For tests and fuzzing. The reader parses text files with a fast parser
+/// of its own and leaves what that parser declines (anything unusual, and
+/// every error) to protobuf's. This parses \p Contents both ways and
+/// returns the first difference between the messages they build or the
+/// field positions they record, or "" when they agree or the fast parser
+/// declined; \p FastAccepted, when given, tells whether it read the text.
+/// Runs on a thread with the reader's stack, like readModelBuffer.
+std::string checkTextFastPath(llvm::StringRef Contents, TextFileKind Kind,
+                              bool *FastAccepted = nullptr);
+
 } // namespace mdplan
 
 #endif // MDPLAN_FRONTEND_MODELREADER_H
