@@ -84,12 +84,27 @@ public:
       : File(File), Fast(Fast), Tree(Id), Fallback{File, 0, 0} {}
 
   /// The location of field \p Name (index -1 for singular fields).
-  SourceLoc at(const pb::Message &M, StringRef Name, int Index = -1) const {
+  template <typename MsgT>
+  SourceLoc at(const MsgT &M, StringRef Name, int Index = -1) const {
+    return atField(field(M, Name), Index);
+  }
+
+  /// The locator of nested message field \p Name at \p Index.
+  template <typename MsgT>
+  Locator nested(const MsgT &M, StringRef Name, int Index = -1) const {
+    return nestedField(field(M, Name), Index);
+  }
+
+  bool hasPositions() const { return T != nullptr || Fast != nullptr; }
+  SourceLoc fallback() const { return Fallback; }
+
+private:
+  SourceLoc atField(const pb::FieldDescriptor *F, int Index) const {
     int Line = -1, Col = -1;
     if (Fast) {
-      std::tie(Line, Col) = Fast->location(Tree, field(M, Name), Index);
+      std::tie(Line, Col) = Fast->location(Tree, F, Index);
     } else if (T) {
-      auto L = T->GetLocation(field(M, Name), Index);
+      auto L = T->GetLocation(F, Index);
       Line = L.line;
       Col = L.column;
     }
@@ -98,37 +113,55 @@ public:
     return SourceLoc{File, unsigned(Line + 1), unsigned(Col + 1)};
   }
 
-  /// The locator of nested message field \p Name at \p Index.
-  Locator nested(const pb::Message &M, StringRef Name, int Index = -1) const {
+  Locator nestedField(const pb::FieldDescriptor *F, int Index) const {
     Locator R(File, nullptr);
-    R.Fallback = at(M, Name, Index);
+    R.Fallback = atField(F, Index);
     if (Fast) {
-      R.Tree = Fast->nested(Tree, field(M, Name), Index);
+      R.Tree = Fast->nested(Tree, F, Index);
       if (R.Tree != TextLocations::NoTree)
         R.Fast = Fast;
     } else if (T) {
-      R.T = T->GetTreeForNested(field(M, Name), Index);
+      R.T = T->GetTreeForNested(F, Index);
     }
     return R;
   }
 
-  bool hasPositions() const { return T != nullptr || Fast != nullptr; }
-  SourceLoc fallback() const { return Fallback; }
+  /// The fields of one message type by name.
+  class FieldTable {
+  public:
+    explicit FieldTable(const pb::Descriptor *D) {
+      for (int I = 0; I < D->field_count(); ++I)
+        Fields.emplace_back(D->field(I)->name(), D->field(I));
+    }
+    const pb::FieldDescriptor *lookup(StringRef Name) const {
+      for (const auto &[N, F] : Fields)
+        if (N == Name)
+          return F;
+      llvm_unreachable("unknown field");
+    }
 
-private:
-  /// Field \p Name of \p M's type. Descriptors live as long as the
-  /// process; a model asks for the same few fields millions of times.
-  static const pb::FieldDescriptor *field(const pb::Message &M,
-                                          StringRef Name) {
-    thread_local DenseMap<std::pair<const pb::Descriptor *, StringRef>,
-                          const pb::FieldDescriptor *>
-        Cache;
-    const pb::Descriptor *D = M.GetDescriptor();
-    const pb::FieldDescriptor *&F = Cache[{D, Name}];
-    if (!F)
-      F = D->FindFieldByName(std::string(Name));
-    assert(F && "unknown field");
-    return F;
+  private:
+    SmallVector<std::pair<StringRef, const pb::FieldDescriptor *>, 12> Fields;
+  };
+
+  /// Field \p Name of \p M's type. A model asks for the same few fields
+  /// millions of times: a generated type's table is made once (a
+  /// function-local static, immutable afterwards); a message known only
+  /// as a Message goes through its descriptor and a per-thread cache.
+  template <typename MsgT>
+  static const pb::FieldDescriptor *field(const MsgT &M, StringRef Name) {
+    if constexpr (std::is_same_v<MsgT, pb::Message>) {
+      thread_local DenseMap<const pb::Descriptor *, std::unique_ptr<FieldTable>>
+          Tables;
+      const pb::Descriptor *D = M.GetDescriptor();
+      std::unique_ptr<FieldTable> &Table = Tables[D];
+      if (!Table)
+        Table = std::make_unique<FieldTable>(D);
+      return Table->lookup(Name);
+    } else {
+      static const FieldTable Table(MsgT::descriptor());
+      return Table.lookup(Name);
+    }
   }
 
   StringRef File;
@@ -194,9 +227,11 @@ public:
   Error build(const desc::Model &M, const Locator &L);
 
 private:
+  /// \p Owner: the Model or the Scope holding \p Nodes and \p Scopes.
+  template <typename OwnerT>
   Error addContainer(const pb::RepeatedPtrField<desc::Node> &Nodes,
                      const pb::RepeatedPtrField<desc::Scope> &Scopes,
-                     const pb::Message &Owner, const Locator &L,
+                     const OwnerT &Owner, const Locator &L,
                      const std::string &Prefix, const Prefixes &Lookup,
                      const DeviceStack *Stack, NodeRole Role);
   Error addScope(const desc::Scope &S, const Locator &L,
@@ -672,9 +707,10 @@ Error ModelBuilder::addScope(const desc::Scope &S, const Locator &L,
                       Role);
 }
 
+template <typename OwnerT>
 Error ModelBuilder::addContainer(
     const pb::RepeatedPtrField<desc::Node> &Nodes,
-    const pb::RepeatedPtrField<desc::Scope> &Scopes, const pb::Message &Owner,
+    const pb::RepeatedPtrField<desc::Scope> &Scopes, const OwnerT &Owner,
     const Locator &L, const std::string &Prefix, const Prefixes &Lookup,
     const DeviceStack *Stack, NodeRole Role) {
   // Text files: the order written. Binary files: nodes, then scopes.

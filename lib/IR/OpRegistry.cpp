@@ -6,6 +6,7 @@
 
 #include "mdplan/IR/OpRegistry.h"
 
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -143,9 +144,11 @@ Error mdplan::verifyAndCompleteAttrs(Node &N) {
   // their attributes, and a storage they may share, as they are.
   if (isComplete(Op, N.attrs()))
     return Error::success();
-  AttrDict Fixed;
-  // Every attribute of the op ends up set (given or defaulted).
+  // Every attribute of the op ends up set (given or defaulted), the
+  // dictionary made at once from the list.
+  SmallVector<std::pair<StringRef, Attr>, 16> Fixed;
   Fixed.reserve(Op.Attrs.size());
+  SmallBitVector Given(Op.Attrs.size());
   for (const auto &[Name, Value] : N.attrs()) {
     const AttrDef *D = Op.findAttr(Name);
     if (!D) {
@@ -170,16 +173,19 @@ Error mdplan::verifyAndCompleteAttrs(Node &N) {
                        " must be one of " + join(D->Allowed, ", ") + ", got '" +
                        V.getString() + "'");
     }
-    Fixed.set(Name, std::move(V));
+    // The dictionary's names are distinct: each op attribute once.
+    Given.set(unsigned(D - Op.Attrs.data()));
+    Fixed.emplace_back(D->Name, std::move(V));
   }
-  for (const AttrDef &D : Op.Attrs) {
-    if (Fixed.has(D.Name))
+  for (unsigned I = 0; I < Op.Attrs.size(); ++I) {
+    const AttrDef &D = Op.Attrs[I];
+    if (Given.test(I))
       continue;
     if (!D.Default)
       return N.error("missing attribute '" + D.Name + "' of " + Op.Name);
-    Fixed.set(D.Name, *D.Default);
+    Fixed.emplace_back(D.Name, *D.Default);
   }
-  N.attrs() = std::move(Fixed);
+  N.attrs() = AttrDict(Fixed);
   return Error::success();
 }
 
