@@ -6,7 +6,8 @@
 //
 // What the fast path reads (everything else, and every error, it declines):
 //
-// - Whitespace (space, \t, \n, \r, \v, \f) and `#` comments between tokens.
+// - Whitespace (space, \t, \n, \r, \v, \f) and `#` comments (without NUL
+//   bytes) between tokens.
 // - Fields named exactly as in the schema, each singular field and each
 //   oneof at most once per message, then an optional `;` or `,`.
 // - Message values in `{...}` or `<...>` after an optional `:`; scalar
@@ -197,8 +198,12 @@ private:
       } else if (C == ' ' || C == '\t' || C == '\r' || C == '\v' || C == '\f') {
         ++P;
       } else if (C == '#') {
-        while (P != End && *P != '\n')
+        // Protobuf's tokenizer ends a comment at a NUL byte too, and then
+        // rejects the byte: stop there, which declines the text.
+        while (P != End && *P != '\n' && *P != '\0')
           ++P;
+        if (P != End && *P == '\0')
+          return;
       } else {
         return;
       }

@@ -246,7 +246,11 @@ private:
   void space() {
     static const char *const Spaces[] = {
         " ",    " ",         " ", "\n",    "\t", "  \t ", "\t\t",
-        "\r\n", " # note\n", "",  "\n\t ", "\v", "\f"};
+        "\r\n", " # note\n", "",  "\n\t ", "\v", "\f",    "#\x01\n"};
+    if (chance(1)) { // NUL bytes: in a comment, or alone.
+      Out += chance(50) ? std::string("# a\0b\n", 6) : std::string(1, '\0');
+      return;
+    }
     Out += oneOf(Spaces);
   }
   void name(const char *Field) {
