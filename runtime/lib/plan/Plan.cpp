@@ -634,18 +634,19 @@ const char *mdrt::initKindName(fb::InitKind K) {
   return I < Names.size() ? Names[I].c_str() : "unknown";
 }
 
-Status mdrt::verifyPlan(const uint8_t *Data, size_t Size) {
+/// The size and the file identifier.
+static Status checkHeader(const uint8_t *Data, size_t Size) {
   if (Size < 8)
     return Status::error("not a plan: the file is " + std::to_string(Size) +
                          " bytes long");
   if (!flatbuffers::BufferHasIdentifier(Data, fb::PlanIdentifier()))
     return Status::error("not a plan: wrong file identifier (expected '" +
                          std::string(fb::PlanIdentifier()) + "')");
-  flatbuffers::Verifier V(Data, Size, /*max_depth=*/64,
-                          /*max_tables=*/100000000);
-  if (!fb::VerifyPlanBuffer(V))
-    return Status::error("the plan is corrupted or truncated (FlatBuffers "
-                         "verification failed)");
+  return Status();
+}
+
+/// The plan's own rules, on a buffer whose structure is sound.
+static Status checkContents(const uint8_t *Data, size_t Size) {
   // Losing only the padding after the last object, or gaining bytes after
   // the plan, leaves a buffer the FlatBuffers verifier accepts.
   if (uint64_t Want = fb::GetPlan(Data)->file_bytes(); Want && Want != Size)
@@ -657,6 +658,23 @@ Status mdrt::verifyPlan(const uint8_t *Data, size_t Size) {
                   " bytes after the plan's " + std::to_string(Want) +
                   " (damaged or not one plan)");
   return Checker(*fb::GetPlan(Data)).run();
+}
+
+Status mdrt::verifyPlan(const uint8_t *Data, size_t Size) {
+  if (Status S = checkHeader(Data, Size))
+    return S;
+  flatbuffers::Verifier V(Data, Size, /*max_depth=*/64,
+                          /*max_tables=*/100000000);
+  if (!fb::VerifyPlanBuffer(V))
+    return Status::error("the plan is corrupted or truncated (FlatBuffers "
+                         "verification failed)");
+  return checkContents(Data, Size);
+}
+
+Status mdrt::checkBuiltPlan(const uint8_t *Data, size_t Size) {
+  if (Status S = checkHeader(Data, Size))
+    return S;
+  return checkContents(Data, Size);
 }
 
 StatusOr<std::unique_ptr<PlanFile>>

@@ -80,9 +80,19 @@ std::vector<uint8_t> buildPlan(const PlanSpec &S) {
                               FB.GetBufferPointer() + FB.GetSize());
 }
 
-std::string verifyBytes(const std::vector<uint8_t> &B) {
-  Status St = verifyPlan(B.data(), B.size());
+/// verifyPlan's message ("" when it accepts). The buffers of these tests
+/// come from a FlatBufferBuilder (changed in place at most), so
+/// checkBuiltPlan, mdplan's check of what it writes, must agree.
+std::string verifyBuilt(const uint8_t *Data, size_t Size) {
+  Status St = verifyPlan(Data, Size);
+  Status Built = checkBuiltPlan(Data, Size);
+  EXPECT_EQ(St.isOk(), Built.isOk());
+  EXPECT_EQ(St.message(), Built.message());
   return St.isOk() ? "" : St.message();
+}
+
+std::string verifyBytes(const std::vector<uint8_t> &B) {
+  return verifyBuilt(B.data(), B.size());
 }
 
 std::string verify(const PlanSpec &S) { return verifyBytes(buildPlan(S)); }
@@ -272,8 +282,7 @@ std::string verifyProgress(const std::vector<std::vector<KSpec>> &PerDevice,
       fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, Dep, &Devices,
                            &Buffers, nullptr, nullptr, &Progs);
   fb::FinishPlanBuffer(FB, Root);
-  Status St = verifyPlan(FB.GetBufferPointer(), FB.GetSize());
-  return St.isOk() ? "" : St.message();
+  return verifyBuilt(FB.GetBufferPointer(), FB.GetSize());
 }
 
 KSpec allReduce(std::string Name) { return {std::move(Name), true}; }
