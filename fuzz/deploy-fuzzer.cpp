@@ -5,11 +5,13 @@
 //===----------------------------------------------------------------------===//
 //
 // Input: a deployment config in the text format (mdplan --config). The
-// target reads and validates it, compiles a small model (model_deploy's
-// BatchNormClassifier, examples/batchnorm_classifier.mdg: variables,
-// update ops and an output to place) for it and runs the plan once on the CPU.
-// A config the reader, the validation or a pass rejects is fine; a crash, a
-// sanitizer report, an internal error or a hang is not.
+// target compares the reader's own text parser with protobuf's on it (as
+// the model target does), reads and validates it, compiles a small model
+// (model_deploy's BatchNormClassifier, examples/batchnorm_classifier.mdg:
+// variables, update ops and an output to place) for it and runs the plan once
+// on the CPU. A config the reader, the validation or a pass rejects is fine; a
+// crash, a sanitizer report, an internal error, the parsers disagreeing or a
+// hang is not.
 //
 //===----------------------------------------------------------------------===//
 

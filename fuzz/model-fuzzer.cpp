@@ -4,15 +4,18 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Input: a model in the text format (.mdg). The target reads it, compiles it
+// Input: a model in the text format (.mdg). The target first checks that the
+// reader's own text parser, where it reads the text, agrees with protobuf's
+// (the same message and field positions). Then it reads it, compiles it
 // under five deployments (one clone on the CPU; two mirrored clones on two
 // GPUs; two clones on GPUs with two ps tasks; the second of two mirrored
 // workers; the second of two workers with a ps task) with the default
 // pipeline and the evaluation program, and runs the plans it gets once on
 // the CPU (a mirrored worker's plan only loads: it needs its processes). A
 // model the reader or a pass rejects is fine; a crash, a sanitizer report,
-// an internal error (the emitter checks its plan with the runtime's
-// verifier and reports a plan that fails it so) or a hang is not.
+// an internal error (the emitter checks its plan with the runtime's rules
+// and reports a plan that fails them so), the parsers disagreeing, a plan
+// the runtime's loader rejects, or a hang is not.
 //
 //===----------------------------------------------------------------------===//
 
