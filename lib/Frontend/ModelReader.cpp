@@ -189,7 +189,10 @@ public:
     P.WriteLocationsTo(&Slow);
     if (Contents.size() > size_t(INT32_MAX))
       return makeError(SourceLoc{File, 0, 0},
-                       "file too large for protobuf's text parser (2 GiB)");
+                       "the file is " + Twine(uint64_t(Contents.size())) +
+                           " bytes, more than protobuf's text parser reads "
+                           "(2 GiB); larger files must keep to the plain "
+                           "form mdplan reads itself (docs/GraphFormat.md)");
     pb::io::ArrayInputStream In(Contents.data(), int(Contents.size()));
     if (P.Parse(&In, &M))
       return Error::success();
