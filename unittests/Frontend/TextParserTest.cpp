@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mdplan/Frontend/ModelReader.h"
+#include "mdplan/Frontend/ModelWriter.h"
+#include "mdplan/Transforms/Pass.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -77,6 +79,33 @@ TEST(TextParserTest, ReadsEveryExampleAndTestModel) {
   }
   // Some test models are malformed on purpose; most are not.
   EXPECT_GT(Accepted, Files.size() / 2);
+}
+
+/// What mdplan writes (`--emit=graph`) is in the part the fast path reads,
+/// also after the training passes (gradients, optimizer, transfers).
+TEST(TextParserTest, ReadsWhatTheWriterWrites) {
+  for (const std::string &F : filesUnder(MDPLAN_EXAMPLES_DIR, ".mdg")) {
+    auto G = readModelFile(F, {});
+    ASSERT_TRUE(bool(G)) << errorMessage(G.takeError());
+    for (bool Trained : {false, true}) {
+      if (Trained) {
+        DeploymentConfig C;
+        C.CloneOnCPU = true;
+        PassContext Ctx(C);
+        PassManager PM;
+        ASSERT_FALSE(bool(PM.parsePipeline(defaultPipeline())));
+        llvm::Error E = PM.run(**G, Ctx);
+        ASSERT_FALSE(bool(E)) << errorMessage(std::move(E));
+      }
+      std::string Text;
+      llvm::raw_string_ostream OS(Text);
+      writeModel(**G, OS);
+      OS.flush();
+      Outcome O = check(Text);
+      EXPECT_TRUE(O.Accepted) << F << (Trained ? " (trained)" : "");
+      EXPECT_EQ(O.Difference, "") << F;
+    }
+  }
 }
 
 TEST(TextParserTest, ReadsDeploymentConfigs) {
