@@ -212,10 +212,14 @@ private:
 
   /// The column of P, as protobuf's tokenizer counts it. Advances from
   /// where the last call left off, so a long line costs its length once.
-  int column() {
+  int64_t column() {
     for (; ColAt != P; ++ColAt)
       Col = *ColAt == '\t' ? Col + 8 - Col % 8 : Col + 1;
     return Col;
+  }
+
+  static int32_t saturate(int64_t V) {
+    return int32_t(std::min<int64_t>(V, std::numeric_limits<int32_t>::max()));
   }
 
   StringRef identifier() {
@@ -435,7 +439,8 @@ private:
   }
 
   bool parseField(pb::Message &M, MessageInfo &I, Frame &Fr, unsigned Depth) {
-    int Line0 = Line, Col0 = column();
+    // Positions past INT32_MAX (files over 2 GiB) saturate.
+    int32_t Line0 = saturate(Line), Col0 = saturate(column());
     auto It = I.Fields.find(identifier());
     if (It == I.Fields.end())
       return false;
@@ -534,9 +539,9 @@ private:
 
   const char *P, *End;
   /// The line of P; where on it column() stopped, and the column there.
-  int Line = 0;
+  int64_t Line = 0;
   const char *ColAt;
-  int Col = 0;
+  int64_t Col = 0;
   int MaxNesting;
   TextLocations &Locs;
   std::deque<Frame> Frames;

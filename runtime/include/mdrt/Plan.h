@@ -41,8 +41,9 @@ Status verifyPlan(const uint8_t *Data, size_t Size);
 
 /// verifyPlan without the FlatBuffers verifier, for a plan this process
 /// built with a FlatBufferBuilder, whose structure is sound by
-/// construction: the plan's own rules only. mdplan checks every plan it
-/// writes with it. Not for bytes from anywhere else.
+/// construction: the fields the schema requires (which the builder only
+/// asserts), then the plan's own rules. mdplan checks every plan it writes
+/// with it. Not for bytes from anywhere else.
 Status checkBuiltPlan(const uint8_t *Data, size_t Size);
 
 /// The graph format's name of each initializer kind, in InitKind order

@@ -671,8 +671,66 @@ Status mdrt::verifyPlan(const uint8_t *Data, size_t Size) {
   return checkContents(Data, Size);
 }
 
+/// The fields the schema marks required, which the FlatBuffers verifier
+/// checks and the builder only asserts: the checks after it read them.
+static Status checkRequired(const fb::Plan &P) {
+  auto Missing = [](const std::string &What) {
+    return Status::error(What + " has no name");
+  };
+  auto Index = [](const char *What, size_t I) {
+    return std::string(What) + " " + std::to_string(I);
+  };
+  if (const auto *Ds = P.devices())
+    for (size_t I = 0; I < Ds->size(); ++I)
+      if (!Ds->Get(I)->name())
+        return Missing(Index("device", I));
+  if (const auto *Bs = P.buffers())
+    for (size_t I = 0; I < Bs->size(); ++I)
+      if (!Bs->Get(I)->name())
+        return Missing(Index("buffer", I));
+  if (const auto *Vs = P.variables())
+    for (size_t I = 0; I < Vs->size(); ++I)
+      if (!Vs->Get(I)->name())
+        return Missing(Index("variable", I));
+  if (!P.programs())
+    return Status();
+  for (size_t I = 0; I < P.programs()->size(); ++I) {
+    const fb::Program &Prog = *P.programs()->Get(I);
+    if (!Prog.name())
+      return Missing(Index("program", I));
+    std::string In = " of program '" + Prog.name()->str() + "'";
+    if (Prog.devices())
+      for (const fb::DeviceProgram *DP : *Prog.devices())
+        if (DP->kernels())
+          for (size_t K = 0; K < DP->kernels()->size(); ++K) {
+            const fb::Kernel &Kn = *DP->kernels()->Get(K);
+            std::string Where = Index("kernel", K) + " of device " +
+                                std::to_string(DP->device()) + In;
+            if (!Kn.name())
+              return Missing(Where);
+            if (!Kn.op())
+              return Status::error(Where + " has no op");
+            if (Kn.attrs())
+              for (size_t A = 0; A < Kn.attrs()->size(); ++A)
+                if (!Kn.attrs()->Get(A)->name())
+                  return Missing(Index("attribute", A) + " of " + Where);
+          }
+    if (Prog.inputs())
+      for (size_t J = 0; J < Prog.inputs()->size(); ++J)
+        if (!Prog.inputs()->Get(J)->name())
+          return Missing(Index("input", J) + In);
+    if (Prog.outputs())
+      for (size_t J = 0; J < Prog.outputs()->size(); ++J)
+        if (!Prog.outputs()->Get(J)->name())
+          return Missing(Index("output", J) + In);
+  }
+  return Status();
+}
+
 Status mdrt::checkBuiltPlan(const uint8_t *Data, size_t Size) {
   if (Status S = checkHeader(Data, Size))
+    return S;
+  if (Status S = checkRequired(*fb::GetPlan(Data)))
     return S;
   return checkContents(Data, Size);
 }

@@ -388,3 +388,36 @@ TEST(PlanVerifierTest, OnlyAllReducesTakePartInCollectives) {
             "/job:worker/replica:0/task:0/device:CPU:0 of program 'train' "
             "takes part in a collective, but only AllReduce kernels do");
 }
+
+TEST(PlanVerifierTest, BuiltPlanWithoutRequiredFields) {
+  // FlatBufferBuilder only asserts the fields the schema requires (not at
+  // all in release builds): checkBuiltPlan reports a missing one, where
+  // verifyPlan's FlatBuffers verification rejects the plan.
+  for (bool MissingName : {true, false}) {
+    flatbuffers::FlatBufferBuilder FB;
+    auto Name = FB.CreateString("k");
+    auto Op = FB.CreateString("Identity");
+    flatbuffers::uoffset_t Start = FB.StartTable();
+    if (!MissingName)
+      FB.AddOffset(fb::Kernel::VT_NAME, Name);
+    else
+      FB.AddOffset(fb::Kernel::VT_OP, Op);
+    std::vector<flatbuffers::Offset<fb::Kernel>> Kernels = {
+        flatbuffers::Offset<fb::Kernel>(FB.EndTable(Start))};
+    std::vector<flatbuffers::Offset<fb::DeviceProgram>> DevProgs = {
+        fb::CreateDeviceProgramDirect(FB, 0, &Kernels)};
+    std::vector<flatbuffers::Offset<fb::Program>> Progs = {
+        fb::CreateProgramDirect(FB, "train", 1, &DevProgs)};
+    auto Root =
+        fb::CreatePlanDirect(FB, kPlanVersion, "test", "Test", 0, 0, nullptr,
+                             nullptr, nullptr, nullptr, &Progs);
+    fb::FinishPlanBuffer(FB, Root);
+    Status Built = checkBuiltPlan(FB.GetBufferPointer(), FB.GetSize());
+    EXPECT_EQ(Built.message(),
+              std::string("kernel 0 of device 0 of program 'train' has no ") +
+                  (MissingName ? "name" : "op"));
+    EXPECT_EQ(verifyPlan(FB.GetBufferPointer(), FB.GetSize()).message(),
+              "the plan is corrupted or truncated (FlatBuffers verification "
+              "failed)");
+  }
+}
