@@ -80,8 +80,9 @@ class Locator {
 public:
   Locator(StringRef File, const ParseInfoTree *T)
       : File(File), T(T), Fallback{File, 0, 0} {}
-  Locator(StringRef File, const TextLocations *Fast, TextLocations::TreeId Id)
-      : File(File), Fast(Fast), Tree(Id), Fallback{File, 0, 0} {}
+  Locator(StringRef File, const TextLocations *Positions,
+          TextLocations::TreeId Id)
+      : File(File), Fast(Positions), Tree(Id), Fallback{File, 0, 0} {}
 
   /// The location of field \p Name (index -1 for singular fields).
   template <typename MsgT>
