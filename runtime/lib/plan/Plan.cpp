@@ -698,31 +698,34 @@ static Status checkRequired(const fb::Plan &P) {
     const fb::Program &Prog = *P.programs()->Get(I);
     if (!Prog.name())
       return Missing(Index("program", I));
-    std::string In = " of program '" + Prog.name()->str() + "'";
+    // Messages are made only for a field that is missing.
+    auto In = [&] { return " of program '" + Prog.name()->str() + "'"; };
     if (Prog.devices())
       for (const fb::DeviceProgram *DP : *Prog.devices())
         if (DP->kernels())
           for (size_t K = 0; K < DP->kernels()->size(); ++K) {
             const fb::Kernel &Kn = *DP->kernels()->Get(K);
-            std::string Where = Index("kernel", K) + " of device " +
-                                std::to_string(DP->device()) + In;
+            auto Where = [&] {
+              return Index("kernel", K) + " of device " +
+                     std::to_string(DP->device()) + In();
+            };
             if (!Kn.name())
-              return Missing(Where);
+              return Missing(Where());
             if (!Kn.op())
-              return Status::error(Where + " has no op");
+              return Status::error(Where() + " has no op");
             if (Kn.attrs())
               for (size_t A = 0; A < Kn.attrs()->size(); ++A)
                 if (!Kn.attrs()->Get(A)->name())
-                  return Missing(Index("attribute", A) + " of " + Where);
+                  return Missing(Index("attribute", A) + " of " + Where());
           }
     if (Prog.inputs())
       for (size_t J = 0; J < Prog.inputs()->size(); ++J)
         if (!Prog.inputs()->Get(J)->name())
-          return Missing(Index("input", J) + In);
+          return Missing(Index("input", J) + In());
     if (Prog.outputs())
       for (size_t J = 0; J < Prog.outputs()->size(); ++J)
         if (!Prog.outputs()->Get(J)->name())
-          return Missing(Index("output", J) + In);
+          return Missing(Index("output", J) + In());
   }
   return Status();
 }
