@@ -203,12 +203,6 @@ public:
   uint32_t maxTag() const override { return INT32_MAX; }
 };
 
-/// A send that completed when it started (the message was copied).
-class DoneSend : public ProcessGroup::PendingSend {
-public:
-  Status wait() override { return Status::ok(); }
-};
-
 //===----------------------------------------------------------------------===//
 // Threads of one process (tests)
 //===----------------------------------------------------------------------===//
@@ -243,11 +237,40 @@ struct ThreadHub {
   /// The hubs of subgroups, by the number of subgroup calls before.
   std::map<uint64_t, std::shared_ptr<ThreadHub>> Children;
 
+  /// A message sent and not yet received: the sender's bytes, which stay
+  /// in place until the receiver has copied them and set Taken.
+  struct Parcel {
+    const uint8_t *Data;
+    size_t Bytes;
+    std::shared_ptr<bool> Taken;
+  };
   /// Messages sent and not yet received, by (source, destination, tag).
+  /// Guarded by MailM; MailCV tells of new parcels and of parcels taken.
   std::mutex MailM;
   std::condition_variable MailCV;
-  std::map<std::tuple<int, int, uint32_t>, std::deque<std::vector<uint8_t>>>
-      Mail;
+  std::map<std::tuple<int, int, uint32_t>, std::deque<Parcel>> Mail;
+};
+
+/// A send between threads: done once the receiver has taken the message.
+/// Every message goes so, as MPI's large messages do (and as MPI allows for
+/// all): a protocol that relies on sends completing before their receive
+/// is posted deadlocks in the thread groups of the tests too, instead of
+/// only under MPI with large tensors.
+class ThreadSend : public ProcessGroup::PendingSend {
+public:
+  ThreadSend(std::shared_ptr<ThreadHub> Hub, std::shared_ptr<bool> Taken)
+      : Hub(std::move(Hub)), Taken(std::move(Taken)) {}
+  /// As an MPI send: dropping it waits for it.
+  ~ThreadSend() override { wait().isOk(); }
+  Status wait() override {
+    std::unique_lock<std::mutex> L(Hub->MailM);
+    Hub->MailCV.wait(L, [&] { return *Taken; });
+    return Status::ok();
+  }
+
+private:
+  std::shared_ptr<ThreadHub> Hub;
+  std::shared_ptr<bool> Taken;
 };
 
 class ThreadProcessGroup : public ProcessGroup {
@@ -330,18 +353,19 @@ public:
   StatusOr<std::unique_ptr<PendingSend>>
   isend(int Dst, uint32_t Tag, const void *Buf, size_t Bytes) override {
     MDRT_RETURN_IF_ERROR(checkPeer(Dst, rank(), size()));
-    const uint8_t *P = static_cast<const uint8_t *>(Buf);
+    auto Taken = std::make_shared<bool>(false);
     {
       std::lock_guard<std::mutex> L(Hub->MailM);
-      Hub->Mail[{rank(), Dst, Tag}].emplace_back(P, P + Bytes);
+      Hub->Mail[{rank(), Dst, Tag}].push_back(
+          {static_cast<const uint8_t *>(Buf), Bytes, Taken});
     }
     Hub->MailCV.notify_all();
-    return std::unique_ptr<PendingSend>(new DoneSend());
+    return std::unique_ptr<PendingSend>(new ThreadSend(Hub, std::move(Taken)));
   }
 
   Status recv(int Src, uint32_t Tag, void *Buf, size_t Bytes) override {
     MDRT_RETURN_IF_ERROR(checkPeer(Src, rank(), size()));
-    std::vector<uint8_t> Msg;
+    ThreadHub::Parcel Msg;
     {
       std::unique_lock<std::mutex> L(Hub->MailM);
       auto &Queue = Hub->Mail[{Src, rank(), Tag}];
@@ -349,13 +373,20 @@ public:
       Msg = std::move(Queue.front());
       Queue.pop_front();
     }
-    if (Msg.size() != Bytes)
-      return Status::error("a message of " + std::to_string(Msg.size()) +
+    // The sender's bytes stay until Taken: copy them outside the lock.
+    bool Fits = Msg.Bytes == Bytes;
+    if (Fits && Bytes)
+      std::memcpy(Buf, Msg.Data, Bytes);
+    {
+      std::lock_guard<std::mutex> L(Hub->MailM);
+      *Msg.Taken = true;
+    }
+    Hub->MailCV.notify_all();
+    if (!Fits)
+      return Status::error("a message of " + std::to_string(Msg.Bytes) +
                            " bytes from process " + std::to_string(Src) +
                            " (tag " + std::to_string(Tag) + "), where " +
                            std::to_string(Bytes) + " were expected");
-    if (Bytes)
-      std::memcpy(Buf, Msg.data(), Bytes);
     return Status::ok();
   }
 

@@ -152,7 +152,11 @@ StatusOr<std::unique_ptr<ProcessGroup>> createProcessGroup(int &Argc,
                                                            char **&Argv);
 
 /// \p Size groups that connect threads of this process (for tests): group
-/// I is rank I and must be used by a thread of its own.
+/// I is rank I and must be used by a thread of its own. Messages go as MPI
+/// may send any message and does send large ones: the receive copies from
+/// the sender's buffer, and the send completes then. So a protocol that
+/// needs a send to complete before its receive is posted deadlocks here
+/// as under MPI, and a sender that reuses its buffer too early is caught.
 std::vector<std::unique_ptr<ProcessGroup>> createThreadProcessGroups(int Size);
 
 /// True when the runtime was built with MPI.

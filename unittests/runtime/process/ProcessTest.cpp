@@ -196,8 +196,10 @@ TEST(ProcessTest, MessagesArriveInOrderPerTag) {
   onThreads(Groups, [&](int R, ProcessGroup &G) {
     if (R == 0) {
       // Two tags to rank 2, one to rank 1; none waits for its receiver.
+      // Each buffer stays as it is until its send's wait().
       std::vector<std::unique_ptr<ProcessGroup::PendingSend>> Sends;
-      for (int32_t V : {1, 2, 3}) {
+      static const int32_t Values[] = {1, 2, 3};
+      for (const int32_t &V : Values) {
         auto S = G.isend(2, 7, &V, sizeof(V));
         ASSERT_TRUE(S.isOk()) << S.status().message();
         Sends.push_back(S.take());
@@ -225,6 +227,30 @@ TEST(ProcessTest, MessagesArriveInOrderPerTag) {
   });
   EXPECT_EQ(Got[1], (std::vector<int32_t>{-1}));
   EXPECT_EQ(Got[2], (std::vector<int32_t>{40, 1, 2, 3}));
+}
+
+TEST(ProcessTest, ThreadSendsAreTakenFromTheSendersBuffer) {
+  // Thread groups send every message as MPI sends large ones: nothing is
+  // copied until the receive, and the send is on its way until then (a
+  // sender that changes its buffer before wait() sends the change, which
+  // the contract forbids and this test does on purpose to show it).
+  auto Groups = createThreadProcessGroups(2);
+  std::vector<int32_t> Got(4);
+  onThreads(Groups, [&](int R, ProcessGroup &G) {
+    if (R == 0) {
+      std::vector<int32_t> Data = {1, 2, 3, 4};
+      auto S = G.isend(1, 3, Data.data(), Data.size() * sizeof(int32_t));
+      ASSERT_TRUE(S.isOk()) << S.status().message();
+      Data = {5, 6, 7, 8};
+      // The receiver takes tag 4 first: this send returns once it has.
+      ASSERT_TRUE(G.send(1, 4, nullptr, 0).isOk());
+      EXPECT_TRUE(S.take()->wait().isOk());
+      return;
+    }
+    ASSERT_TRUE(G.recv(0, 4, nullptr, 0).isOk());
+    ASSERT_TRUE(G.recv(0, 3, Got.data(), Got.size() * sizeof(int32_t)).isOk());
+  });
+  EXPECT_EQ(Got, (std::vector<int32_t>{5, 6, 7, 8}));
 }
 
 TEST(ProcessTest, MessageErrors) {
