@@ -292,7 +292,9 @@ mdplan::fuzz::editTextProto(pb::Message &M, uint8_t *Data, size_t Size,
   std::string Text;
   if (!pb::TextFormat::PrintToString(M, &Text) || Text.size() > MaxSize)
     return 0;
-  std::memcpy(Data, Text.data(), Text.size());
+  // Bytes for libFuzzer, not a C string.
+  std::memcpy(Data, Text.data(), // NOLINT(bugprone-not-null-terminated-result)
+              Text.size());
   return Text.size();
 }
 

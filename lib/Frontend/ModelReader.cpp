@@ -197,8 +197,9 @@ public:
     pb::io::ArrayInputStream In(Contents.data(), int(Contents.size()));
     if (P.Parse(&In, &M))
       return Error::success();
-    Error E = Errs.take();
-    return E ? std::move(E) : makeError(SourceLoc{File, 0, 0}, "syntax error");
+    if (Error E = Errs.take())
+      return E;
+    return makeError(SourceLoc{File, 0, 0}, "syntax error");
   }
 
   Locator locator(StringRef File) const {

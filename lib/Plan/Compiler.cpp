@@ -38,8 +38,9 @@ struct ReportedDiags {
 } // namespace
 
 /// A handler that passes diagnostics to \p Next and records them in \p R.
-static DiagnosticHandler recordingHandler(DiagnosticHandler Next,
-                                          std::shared_ptr<ReportedDiags> R) {
+static DiagnosticHandler
+recordingHandler(const DiagnosticHandler &Next,
+                 const std::shared_ptr<ReportedDiags> &R) {
   return DiagnosticHandler(
       [Next, R](Severity Sev, const SourceLoc &Loc, StringRef Msg) {
         R->Messages.emplace(int(Sev), Loc.str(), Msg.str());
@@ -56,8 +57,8 @@ static DiagnosticHandler recordingHandler(DiagnosticHandler Next,
 /// second time, so a diagnostic the training pipeline already reported
 /// (the same message, or any at the same source location: the model node
 /// it is about) is dropped; the others say which program they are about.
-static DiagnosticHandler evalHandler(DiagnosticHandler Next,
-                                     std::shared_ptr<ReportedDiags> R) {
+static DiagnosticHandler evalHandler(const DiagnosticHandler &Next,
+                                     const std::shared_ptr<ReportedDiags> &R) {
   return DiagnosticHandler(
       [Next, R](Severity Sev, const SourceLoc &Loc, StringRef Msg) {
         if (R->Messages.count({int(Sev), Loc.str(), Msg.str()}) ||

@@ -765,8 +765,8 @@ Expected<PlanBytes> Emitter::emit() {
 PlanBytes::PlanBytes() = default;
 PlanBytes::PlanBytes(flatbuffers::DetachedBuffer B)
     : Buf(std::make_unique<flatbuffers::DetachedBuffer>(std::move(B))) {}
-PlanBytes::PlanBytes(PlanBytes &&) = default;
-PlanBytes &PlanBytes::operator=(PlanBytes &&) = default;
+PlanBytes::PlanBytes(PlanBytes &&) noexcept = default;
+PlanBytes &PlanBytes::operator=(PlanBytes &&) noexcept = default;
 PlanBytes::~PlanBytes() = default;
 const uint8_t *PlanBytes::data() const { return Buf ? Buf->data() : nullptr; }
 size_t PlanBytes::size() const { return Buf ? Buf->size() : 0; }

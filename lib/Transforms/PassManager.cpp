@@ -29,7 +29,7 @@ ArrayRef<PassInfo> mdplan::registeredPasses() {
 #include "mdplan/Transforms/Passes.def"
 #define MDPLAN_PASS_OPTION(ARG, OPTION, DOC)                                   \
   for (PassInfo & I : R)                                                       \
-    if (I.Name == ARG)                                                         \
+    if (I.Name == (ARG))                                                       \
       I.Options.emplace_back(OPTION, DOC);
 #include "mdplan/Transforms/Passes.def"
     return R;
@@ -39,7 +39,7 @@ ArrayRef<PassInfo> mdplan::registeredPasses() {
 
 Expected<std::unique_ptr<Pass>> mdplan::createPass(StringRef Name) {
 #define MDPLAN_PASS(ARG, CLASS, SUMMARY)                                       \
-  if (Name == ARG)                                                             \
+  if (Name == (ARG))                                                           \
     return create##CLASS();
 #include "mdplan/Transforms/Passes.def"
   std::string Known;

@@ -1460,10 +1460,10 @@ StatusOr<std::unique_ptr<Executor>>
 Executor::create(std::shared_ptr<const PlanFile> Plan,
                  const ExecutorOptions &Opts) {
   std::unique_ptr<Executor> E(new Executor());
-  E->Plan = Plan;
+  E->Plan = std::move(Plan);
   E->I = std::make_unique<Impl>();
   Impl &I = *E->I;
-  I.P = &Plan->plan();
+  I.P = &E->Plan->plan();
   I.Opts = Opts;
   I.KernelSeed = Opts.Seed;
   if (Opts.Processes && Opts.Processes->rank() > 0)

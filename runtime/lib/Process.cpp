@@ -119,8 +119,8 @@ void ProcessGroup::setRankName(int R, std::string Name) {
 
 void ProcessGroup::inheritRankNames(const ProcessGroup &Parent, int First) {
   for (int R = 0; R < Size; ++R)
-    if (size_t(First + R) < Parent.RankNames.size())
-      setRankName(R, Parent.RankNames[size_t(First + R)]);
+    if (size_t(First) + size_t(R) < Parent.RankNames.size())
+      setRankName(R, Parent.RankNames[size_t(First) + size_t(R)]);
 }
 
 ProcessGroup::PendingSend::~PendingSend() = default;
@@ -256,7 +256,7 @@ struct ThreadHub {
 /// all): a protocol that relies on sends completing before their receive
 /// is posted deadlocks in the thread groups of the tests too, instead of
 /// only under MPI with large tensors.
-class ThreadSend : public ProcessGroup::PendingSend {
+class ThreadSend final : public ProcessGroup::PendingSend {
 public:
   ThreadSend(std::shared_ptr<ThreadHub> Hub, std::shared_ptr<bool> Taken)
       : Hub(std::move(Hub)), Taken(std::move(Taken)) {}

@@ -38,7 +38,7 @@ std::string fixed(double V, int Digits) {
 std::string duration(double S) {
   if (!(S >= 0) || S > 1e7)
     return "?";
-  int T = int(S + 0.5);
+  int T = int(std::lround(S));
   char Buf[32];
   if (T >= 3600)
     snprintf(Buf, sizeof(Buf), "%d:%02d:%02d", T / 3600, T / 60 % 60, T % 60);
@@ -606,7 +606,7 @@ Executor &Trainer::executor() { return *I->Exec; }
 StatusOr<std::unique_ptr<Trainer>>
 Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
                 std::ostream &Log) {
-  auto Impl = std::make_unique<Trainer::Impl>(Plan, Opts, Log);
+  auto Impl = std::make_unique<Trainer::Impl>(std::move(Plan), Opts, Log);
   Impl->Procs = Opts.Exec.Processes;
   if (!Impl->Procs) {
     Impl->OwnProcs = createSingleProcessGroup();
@@ -631,7 +631,7 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
     return Status::error("--checkpoint-every needs --checkpoint-dir");
   ExecutorOptions EO = Opts.Exec;
   EO.Seed = Opts.Seed;
-  auto Exec = Executor::create(Plan, EO);
+  auto Exec = Executor::create(Impl->Plan, EO);
   if (!Exec.isOk())
     return Exec.status();
   Impl->Exec = Exec.take();
@@ -641,16 +641,17 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
     Log << "note: " << N << '\n';
   Impl->TrainProg = Impl->Exec->programIndex("train");
   if (Impl->TrainProg < 0)
-    return Status::error("plan '" + Plan->name() + "' has no training program");
+    return Status::error("plan '" + Impl->Plan->name() +
+                         "' has no training program");
   if (Opts.Eval)
     Impl->EvalProg = Impl->Exec->programIndex("eval");
   // The processes evaluate their shards independently (a process that
   // fails stops early): an eval program with collectives would not do.
   if (Impl->EvalProg >= 0) {
     const fb::Program &FP =
-        *Plan->plan().programs()->Get(uint32_t(Impl->EvalProg));
+        *Impl->Plan->plan().programs()->Get(uint32_t(Impl->EvalProg));
     if (FP.collectives() && FP.collectives()->size())
-      return Status::error("plan '" + Plan->name() +
+      return Status::error("plan '" + Impl->Plan->name() +
                            "': its eval program has collectives, which "
                            "mdrun's evaluation does not run (train with "
                            "--no-eval)");

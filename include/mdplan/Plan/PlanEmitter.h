@@ -35,8 +35,8 @@ class PlanBytes {
 public:
   PlanBytes();
   explicit PlanBytes(flatbuffers::DetachedBuffer Buf);
-  PlanBytes(PlanBytes &&);
-  PlanBytes &operator=(PlanBytes &&);
+  PlanBytes(PlanBytes &&) noexcept;
+  PlanBytes &operator=(PlanBytes &&) noexcept;
   ~PlanBytes();
 
   const uint8_t *data() const;

@@ -140,7 +140,8 @@ struct LearningRate {
   double at(int64_t Step) const {
     if (DecaySteps <= 0)
       return Rate;
-    return Rate * std::pow(DecayRate, double(Step / DecaySteps));
+    int64_t Periods = Step / DecaySteps; // a staircase, as TF's
+    return Rate * std::pow(DecayRate, double(Periods));
   }
 };
 

@@ -326,7 +326,7 @@ Status mdrt::writeCheckpoint(const std::string &Path,
   if (Fd < 0)
     return Status::error("cannot create " + quote(Tmp) + ": " +
                          std::strerror(errno));
-  auto Fail = [&](Status S) {
+  auto Fail = [&](const Status &S) {
     if (Fd >= 0)
       ::close(Fd);
     ::unlink(Tmp.c_str());

@@ -293,7 +293,7 @@ void convertRow(const uint8_t *Src, void *Dst, int64_t N) {
   const S *In = reinterpret_cast<const S *>(Src);
   D *Out = static_cast<D *>(Dst);
   for (int64_t I = 0; I < N; ++I)
-    Out[I] = D(In[I]);
+    Out[I] = D(In[I]); // NOLINT(bugprone-signed-char-misuse): IDX 0x09 bytes
 }
 
 template <typename D> const D *byteScaleTable() {
@@ -997,7 +997,7 @@ public:
     uint64_t BatchBytes = 0, Total = 0;
     for (const FeatureRequest &R : Requests)
       BatchBytes += uint64_t(rows()) * uint64_t(R.exampleBytes());
-    auto CannotAllocate = [&](std::string Why) {
+    auto CannotAllocate = [&](const std::string &Why) {
       return Status::error(
           "cannot allocate " + std::to_string(Opts.Prefetch) +
           " prefetched batches of " + std::to_string(BatchBytes) + " bytes" +

@@ -144,7 +144,7 @@ public:
     return std::max<size_t>(1, (Bytes + MaxPieceBytes - 1) / MaxPieceBytes);
   }
 
-  class Pending : public PendingSend {
+  class Pending final : public PendingSend {
   public:
     Pending(MpiProcessGroup &G, std::vector<MPI_Request> Reqs)
         : G(G), Reqs(std::move(Reqs)) {}
