@@ -8,6 +8,7 @@
 # Models:
 #   mlp   examples/fashion_mlp.mdg, batch 64, real Fashion-MNIST
 #   cnn   examples/tf_tutorial_cnn.mdg, batch 100, real Fashion-MNIST
+#   resnet examples/fashion_resnet.mdg, batch 64, real Fashion-MNIST
 #   tiny  bench/gen_graph.py tiny --ops=$TINY_OPS: a chain of Add/Mul/Relu
 #         on a [1,8] tensor, synthetic data; per-kernel dispatch cost
 #
@@ -23,7 +24,7 @@
 # faster). Raw results go to $OUT (default $BUILD/bench-compare).
 #
 # Variables: BUILD (build), OUT, PYTHON (/usr/bin/python3), MODELS
-# ("mlp cnn tiny"), THREADS ("1 2"), REPS (3), TINY_OPS (300),
+# ("mlp cnn resnet tiny"), THREADS ("1 2"), REPS (3), TINY_OPS (300),
 # DATA (/usr/share/datasets/fashion-mnist), TRACE (1: also write one
 # mdrun Chrome trace per model and thread count).
 set -euo pipefail
@@ -31,7 +32,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 OUT=${OUT:-$BUILD/bench-compare}
 PYTHON=${PYTHON:-/usr/bin/python3}
-MODELS=${MODELS:-mlp cnn tiny}
+MODELS=${MODELS:-mlp cnn resnet tiny}
 THREADS=${THREADS:-1 2}
 REPS=${REPS:-3}
 TINY_OPS=${TINY_OPS:-300}
@@ -48,6 +49,7 @@ rm -f "$OUT"/*.jsonl "$OUT"/*.json
 # Plans: one clone on the CPU, as scripts/train.sh compiles the MLP.
 "$MDPLAN" examples/fashion_mlp.mdg --clone-on-cpu --no-eval -o "$OUT/mlp.mdp"
 "$MDPLAN" examples/tf_tutorial_cnn.mdg --clone-on-cpu --no-eval -o "$OUT/cnn.mdp"
+"$MDPLAN" examples/fashion_resnet.mdg --clone-on-cpu --no-eval -o "$OUT/resnet.mdp"
 "$PYTHON" bench/gen_graph.py tiny --ops="$TINY_OPS" -o "$OUT/tiny.mdg"
 "$MDPLAN" "$OUT/tiny.mdg" --clone-on-cpu --no-eval -o "$OUT/tiny.mdp"
 "$MDPLAN" --dump-plan="$OUT/tiny.mdp" | grep -E "^  device" > "$OUT/tiny.kernels"
@@ -57,6 +59,7 @@ params() {
   case $1 in
     mlp) echo "100 1000 100" ;;
     cnn) echo "10 60 10" ;;
+    resnet) echo "10 60 10" ;;
     tiny) echo "2000 20000 2000" ;;
   esac
 }

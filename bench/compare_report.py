@@ -18,8 +18,8 @@ import re
 import statistics
 import sys
 
-BATCH = {"mlp": 64, "cnn": 100, "tiny": 1}
-WARMUP = {"mlp": 100, "cnn": 10, "tiny": 2000}
+BATCH = {"mlp": 64, "cnn": 100, "resnet": 64, "tiny": 1}
+WARMUP = {"mlp": 100, "cnn": 10, "resnet": 10, "tiny": 2000}
 
 
 def mdrun_step_ms(path, model):
@@ -91,7 +91,7 @@ def main():
           "its timed intervals)")
     print(f"{'model':6} {'threads':>7} {'reps':>4} {'mdrun ms':>10} {'torch ms':>10} "
           f"{'torch/mdrun':>11}  per-rep mdrun | torch")
-    for (model, n) in sorted(rows, key=lambda k: (["mlp", "cnn", "tiny"].index(k[0])
+    for (model, n) in sorted(rows, key=lambda k: (["mlp", "cnn", "resnet", "tiny"].index(k[0])
                                                   if k[0] in BATCH else 9, k[1])):
         r = rows[(model, n)]
         if not r["mdrun"] or not r["torch"]:

@@ -5,6 +5,7 @@ bench/compare.sh. Run with Debian's /usr/bin/python3 (python3-torch 1.13).
   torch_models.py mlp  [--threads=N] [--steps=S] [--warmup=W] [--log-every=K]
                        [--data=DIR | --synthetic]
   torch_models.py cnn  ...            (same options)
+  torch_models.py resnet ...          (same options)
   torch_models.py tiny --ops=300 [--width=8] ...
 
 mlp   examples/fashion_mlp.mdg: 784-256-128-100-10, ReLU, softmax
@@ -17,6 +18,14 @@ cnn   examples/tf_tutorial_cnn.mdg: conv 5x5x32 SAME + ReLU, max-pool 2,
       conv 5x5x64 SAME + ReLU, max-pool 2, dense 1024 + ReLU, dropout 0.4,
       dense 10; softmax cross-entropy, Adam lr 1e-3, batch 100, Glorot
       weights, zero biases.
+resnet examples/fashion_resnet.mdg: 3x3 conv 16 + batch norm + ReLU, three
+      residual blocks (16, 32 stride 2, 64 stride 2; 1x1 projection
+      shortcuts where the shape changes), each conv without bias and
+      followed by batch norm (eps 1e-3, scale, moving averages with decay
+      0.9), global average pooling, dense 10; L2 1e-4 * sum(w^2)/2 on
+      every kernel, Adam lr 1e-3, batch 64, Glorot weights. The stride-2
+      3x3 convolutions pad 1 on each side where TensorFlow's SAME pads 0
+      before and 1 after: the same output size and work, shifted by one.
 tiny  the chain of bench/gen_graph.py tiny: N ops cycling x+c, x*c,
       relu(x) on a [1, W] tensor, then a mean; no gradients (mdrun's
       training step of that graph has nothing trainable either).
@@ -110,6 +119,57 @@ class CNN(nn.Module):
         return None
 
 
+class ConvBN(nn.Module):
+    def __init__(self, cin, cout, k, stride):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2,
+                              bias=False)
+        nn.init.xavier_uniform_(self.conv.weight)
+        # TF's decay 0.9 is PyTorch's momentum 0.1.
+        self.bn = nn.BatchNorm2d(cout, eps=1e-3, momentum=0.1)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = ConvBN(cin, cout, 3, stride)
+        self.conv2 = ConvBN(cout, cout, 3, 1)
+        self.shortcut = (ConvBN(cin, cout, 1, stride)
+                         if stride != 1 or cin != cout else None)
+
+    def forward(self, x):
+        y = self.conv2(F.relu(self.conv1(x)))
+        s = self.shortcut(x) if self.shortcut is not None else x
+        return F.relu(y + s)
+
+
+class ResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = ConvBN(1, 16, 3, 1)
+        self.blocks = nn.Sequential(Block(16, 16, 1), Block(16, 32, 2),
+                                    Block(32, 64, 2))
+        self.logits = nn.Linear(64, 10)
+        glorot(self.logits)
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], 1, 28, 28)
+        x = self.blocks(F.relu(self.stem(x)))
+        return self.logits(x.mean((2, 3)))
+
+    def reg_loss(self):
+        l2 = 1e-4
+        kernels = [m.weight for m in self.modules()
+                   if isinstance(m, (nn.Conv2d, nn.Linear))]
+        return sum(l2 * 0.5 * (w ** 2).sum() for w in kernels)
+
+
+MODELS = {"mlp": (MLP, 64), "cnn": (CNN, 100), "resnet": (ResNet, 64)}
+
+
 def run_tiny(a):
     torch.manual_seed(a.seed)
     c = torch.ones(1, a.width)
@@ -151,7 +211,7 @@ def run_tiny(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", choices=["mlp", "cnn", "tiny"])
+    ap.add_argument("model", choices=["mlp", "cnn", "resnet", "tiny"])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=500, help="timed steps")
     ap.add_argument("--warmup", type=int, default=50, help="untimed first steps")
@@ -176,8 +236,8 @@ def main():
     else:
         xtr, ytr = load("train", a.data)
         xte, yte = load("t10k", a.data)
-    model = MLP() if a.model == "mlp" else CNN()
-    batch = 64 if a.model == "mlp" else 100
+    cls, batch = MODELS[a.model]
+    model = cls()
     lr0 = 1e-3
     opt = torch.optim.Adam(model.parameters(), lr=lr0, betas=(0.9, 0.999), eps=1e-8)
     decay_steps = 2814 if a.model == "mlp" else 0

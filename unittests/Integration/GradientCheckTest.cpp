@@ -390,4 +390,41 @@ TEST(GradientCheck, BatchNormAndDropout) {
                   {4, 5}});
 }
 
+TEST(GradientCheck, ResidualBlock) {
+  // examples/fashion_resnet.mdg's downsampling block: x feeds a 3x3
+  // stride-2 convolution and a 1x1 stride-2 projection (its gradient is the
+  // sum of both paths), batch norms with scale, ReLU, the residual Add and
+  // the global average pooling (Mean over axes 1 and 2).
+  auto ConvBN = [](const std::string &Name, const std::string &In, int Stride) {
+    std::string S = std::to_string(Stride);
+    return "node { name: \"" + Name + "/conv\" op: \"Conv2D\" input: \"" + In +
+           "\" input: \"" + Name +
+           "/f\" attr { name: \"padding\" s: \"SAME\" } attr { name: "
+           "\"strides\" ints: [" +
+           S + ", " + S + "] } }\nnode { name: \"" + Name +
+           "/bn\" op: \"BatchNorm\" input: \"" + Name + "/conv\" input: \"" +
+           Name + "/beta\" input: \"" + Name +
+           "/gamma\" attr { name: \"scale\" b: true } }\n";
+  };
+  std::vector<VarSpec> Vars = {{"x", {2, 6, 6, 2}}};
+  for (auto [Name, Shape] :
+       {std::pair<std::string, std::vector<int64_t>>{"c1", {3, 3, 2, 3}},
+        {"c2", {3, 3, 3, 3}},
+        {"sc", {1, 1, 2, 3}}}) {
+    Vars.push_back({Name + "/f", Shape});
+    Vars.push_back({Name + "/beta", {3}});
+    Vars.push_back({Name + "/gamma", {3}, 0.5, 1.5});
+  }
+  std::string Nodes =
+      ConvBN("c1", "x", 2) +
+      "node { name: \"c1/relu\" op: \"Relu\" input: \"c1/bn\" }\n" +
+      ConvBN("c2", "c1/relu", 1) + ConvBN("sc", "x", 2) +
+      "node { name: \"add\" op: \"Add\" input: \"c2/bn\" input: "
+      "\"sc/bn\" }\n"
+      "node { name: \"relu\" op: \"Relu\" input: \"add\" }\n"
+      "node { name: \"pool\" op: \"Mean\" input: \"relu\" attr { name: "
+      "\"axes\" ints: [1, 2] } }";
+  checkGradients({"ResidualBlock", Vars, {}, Nodes, "pool", {2, 3}});
+}
+
 } // namespace
