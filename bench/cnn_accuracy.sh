@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# CNN accuracy bench run: compiles examples/tf_tutorial_cnn.mdg for one
-# clone on the CPU and trains it with mdrun on Fashion-MNIST, evaluating on
-# the test split after every epoch; then checks the final test accuracy
-# against 91.6% (the Fashion-MNIST benchmark table's figure for this
-# 2-conv + pooling model). Not part of the test suite (minutes of CPU).
+# CNN accuracy bench run: compiles examples/tf_tutorial_cnn.mdg (or MODEL)
+# for one clone on the CPU and trains it with mdrun on Fashion-MNIST,
+# evaluating on the test split after every epoch; then checks the final
+# test accuracy against 91.6% (the Fashion-MNIST benchmark table's figure
+# for this 2-conv + pooling model; TARGET for another). Not part of the
+# test suite (minutes of CPU).
 #
 #   bench/cnn_accuracy.sh                     # 20 epochs, all cores
 #   EPOCHS=15 THREADS=1 bench/cnn_accuracy.sh
+#   MODEL=examples/fashion_resnet.mdg EPOCHS=10 TARGET=92 bench/cnn_accuracy.sh
 #   MDPLAN_FLAGS="--lr-decay-steps=3000 --lr-decay-rate=0.5" bench/cnn_accuracy.sh
 #
-# Variables: BUILD (build), OUT ($BUILD/cnn-accuracy), EPOCHS (20), THREADS
+# Variables: MODEL (examples/tf_tutorial_cnn.mdg), BUILD (build), OUT
+# ($BUILD/cnn-accuracy, or $BUILD/NAME-accuracy for MODEL NAME.mdg), EPOCHS (20), THREADS
 # (mdrun's default: all cores), SEED (1), MDPLAN_FLAGS (extra mdplan
 # options, e.g. a learning-rate schedule), TARGET (91.6), DATA.
 # Exit status 0 when the final accuracy reaches TARGET, 1 otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-OUT=${OUT:-$BUILD/cnn-accuracy}
+MODEL=${MODEL:-examples/tf_tutorial_cnn.mdg}
+name=$(basename "$MODEL" .mdg)
+[ "$name" = tf_tutorial_cnn ] && name=cnn
+OUT=${OUT:-$BUILD/$name-accuracy}
 EPOCHS=${EPOCHS:-20}
 SEED=${SEED:-1}
 TARGET=${TARGET:-91.6}
@@ -30,13 +36,13 @@ threads=()
 if [ -n "${THREADS:-}" ]; then threads=(--threads="$THREADS"); fi
 
 read -r -a extra_flags <<< "$MDPLAN_FLAGS"  # a list of options
-cmd_plan=("$BUILD/bin/mdplan" examples/tf_tutorial_cnn.mdg --clone-on-cpu "${extra_flags[@]}" -o "$OUT/cnn.mdp")
-cmd_run=("$BUILD/bin/mdrun" "$OUT/cnn.mdp" --data="$DATA" --epochs="$EPOCHS" --seed="$SEED"
+cmd_plan=("$BUILD/bin/mdplan" "$MODEL" --clone-on-cpu "${extra_flags[@]}" -o "$OUT/$name.mdp")
+cmd_run=("$BUILD/bin/mdrun" "$OUT/$name.mdp" --data="$DATA" --epochs="$EPOCHS" --seed="$SEED"
          "${threads[@]}" --log-every=600 --no-progress --metrics="$OUT/metrics.jsonl")
 echo "== $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== ${cmd_plan[*]}"
 "${cmd_plan[@]}"
-"$BUILD/bin/mdplan" --dump-plan="$OUT/cnn.mdp" | sed -n 2p
+"$BUILD/bin/mdplan" --dump-plan="$OUT/$name.mdp" | sed -n 2p
 echo "== ${cmd_run[*]}"
 start=$(date +%s.%N)
 "${cmd_run[@]}" | tee "$OUT/log.txt"

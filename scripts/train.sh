@@ -14,6 +14,9 @@ echo "== compiling examples/fashion_mlp.mdg (one clone on the CPU)"
   -o "$OUT/fashion_mlp.mdp"
 "$BUILD_DIR/bin/mdplan" --dump-plan "$OUT/fashion_mlp.mdp" | grep -E "^(plan|deployment|device)"
 echo "== training on Fashion-MNIST"
+# Short OpenMP spins: steady on cores other processes share too
+# (docs/UserGuide.md, "Intra-op threads and a busy machine").
+if [ -z "${OMP_WAIT_POLICY:-}" ]; then export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}; fi
 "$BUILD_DIR/bin/mdrun" "$OUT/fashion_mlp.mdp" \
   --data=/usr/share/datasets/fashion-mnist --epochs=${EPOCHS:-15} \
   --log-every=938 --metrics="$OUT/metrics.jsonl" \

@@ -22,6 +22,14 @@ config.environment["PATH"] = path
 for var in ["TSAN_OPTIONS", "OMP_TOOL_LIBRARIES"]:
     if os.environ.get(var):
         config.environment[var] = os.environ[var]
+# Short OpenMP spins, so that mdrun's two-thread runs stay quick on a CI
+# machine whose cores other jobs share (docs/UserGuide.md, "Intra-op
+# threads and a busy machine"); the caller's own settings win.
+for var in ["OMP_WAIT_POLICY", "GOMP_SPINCOUNT"]:
+    if os.environ.get(var):
+        config.environment[var] = os.environ[var]
+if not any(v in config.environment for v in ["OMP_WAIT_POLICY", "GOMP_SPINCOUNT"]):
+    config.environment["GOMP_SPINCOUNT"] = "10000"
 
 config.substitutions.append(("%examples",
                              os.path.join(config.mdplan_src_root, "examples")))
