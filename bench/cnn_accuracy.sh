@@ -32,6 +32,9 @@ for t in "$BUILD/bin/mdplan" "$BUILD/bin/mdrun"; do
   [ -x "$t" ] || { echo "cnn_accuracy.sh: no $t (build first: scripts/setup.sh, or set BUILD)" >&2; exit 1; }
 done
 mkdir -p "$OUT"
+# Short OpenMP spins (docs/Performance.md, "OpenMP's idle threads"): a long
+# run meets whatever else the machine does.
+if [ -z "${OMP_WAIT_POLICY:-}" ]; then export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}; fi
 threads=()
 if [ -n "${THREADS:-}" ]; then threads=(--threads="$THREADS"); fi
 

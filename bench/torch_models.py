@@ -23,7 +23,8 @@ resnet examples/fashion_resnet.mdg: 3x3 conv 16 + batch norm + ReLU, three
       shortcuts where the shape changes), each conv without bias and
       followed by batch norm (eps 1e-3, scale, moving averages with decay
       0.9), global average pooling, dense 10; L2 1e-4 * sum(w^2)/2 on
-      every kernel, Adam lr 1e-3, batch 64, Glorot weights. The stride-2
+      every kernel, Adam lr 1e-3 halved every 1874 steps, batch 64, Glorot
+      weights. The stride-2
       3x3 convolutions pad 1 on each side where TensorFlow's SAME pads 0
       before and 1 after: the same output size and work, shifted by one.
 tiny  the chain of bench/gen_graph.py tiny: N ops cycling x+c, x*c,
@@ -240,7 +241,9 @@ def main():
     model = cls()
     lr0 = 1e-3
     opt = torch.optim.Adam(model.parameters(), lr=lr0, betas=(0.9, 0.999), eps=1e-8)
-    decay_steps = 2814 if a.model == "mlp" else 0
+    # The examples' step decay: (steps, rate).
+    decay_steps, decay_rate = {"mlp": (2814, 0.7), "resnet": (1874, 0.5)}.get(
+        a.model, (0, 1.0))
     per_epoch = xtr.shape[0] // batch
     total = int(a.epochs * per_epoch) if a.epochs > 0 else a.warmup + a.steps
     log_every = per_epoch if a.epochs > 0 else a.log_every
@@ -268,7 +271,7 @@ def main():
         x, y = xtr[idx], ytr[idx]
         if decay_steps and step % decay_steps == 0:
             for g in opt.param_groups:
-                g["lr"] = lr0 * 0.7 ** (step // decay_steps)
+                g["lr"] = lr0 * decay_rate ** (step // decay_steps)
         logits = model(x)
         loss = F.cross_entropy(logits, y)
         reg = model.reg_loss()
