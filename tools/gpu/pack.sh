@@ -12,6 +12,7 @@
 #   zlib/include/                     zlib.h and zconf.h (zlib1g-dev may be
 #                                     missing there; libz.so.1 never is)
 #   fashion-mnist/                    the dataset (gzipped IDX)
+#   compare_losses.py, diff_checkpoints.py  the comparisons
 #   plans/*.mdp                       the plans of the checks, compiled here
 #   cpu/*.log                         per-step losses of those plans on this
 #                                     machine's CPU (soft placement)
@@ -36,7 +37,7 @@ cp -r /usr/include/flatbuffers "$OUT/flatbuffers/include/"
 cp "$BUILD/schema/mdplan/plan_generated.h" "$OUT/plan_generated.h"
 cp /usr/include/zlib.h /usr/include/zconf.h "$OUT/zlib/include/"
 cp -r "$DATA" "$OUT/fashion-mnist"
-cp "$ROOT/test/mdrun/Inputs/compare_losses.py" "$OUT/"
+cp "$ROOT/test/mdrun/Inputs/compare_losses.py" "$ROOT/tools/gpu/diff_checkpoints.py" "$OUT/"
 
 P=$OUT/plans
 # One GPU, the compiler's default placement (and the mirrored variant, with
@@ -47,6 +48,12 @@ P=$OUT/plans
   --strategy=mirrored -o "$P/mlp-mirrored.mdp"
 "$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \
   --strategy=mirrored -o "$P/cnn-mirrored.mdp"
+# The residual network (strided convolutions, batch norm with moving
+# averages, a mean over H and W) and an SGD CNN for one-step checkpoint
+# diffs (run-gpu-checks.sh's ckdiff).
+"$MDPLAN" "$ROOT/examples/fashion_resnet.mdg" --num-clones=1 -o "$P/resnet.mdp"
+"$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \
+  --optimizer=sgd --learning-rate=0.1 -o "$P/cnn-sgd.mdp"
 # Clones sharing one GPU (run with --gpu-map=0,0,0,0) against one clone.
 for n in 1 2 4; do
   for s in ps mirrored; do
@@ -62,7 +69,7 @@ done
   --strategy=mirrored --global-batch=16 -o "$P/mlp-small-shared.mdp"
 
 # The CPU's losses of the one-GPU plans (the GPU machine recomputes them too).
-for m in mlp cnn mlp-mirrored cnn-mirrored; do
+for m in mlp cnn mlp-mirrored cnn-mirrored resnet; do
   env CUDA_VISIBLE_DEVICES= "$MDRUN" "$P/$m.mdp" --soft-placement \
     --data="$DATA" --steps=20 --no-shuffle --no-eval --print-losses \
     --log-every=0 > "$OUT/cpu/$m.log"
