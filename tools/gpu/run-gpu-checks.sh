@@ -28,8 +28,9 @@
 #   CUDA_ARCH=80 tools/gpu/run-gpu-checks.sh        # an A100 (default: 90)
 #
 # Every mdrun runs under `timeout RUN_TIMEOUT` (300 s; accuracy runs
-# ACCURACY_TIMEOUT, 4 x that; compute-sanitizer MEMCHECK_TIMEOUT, 2 x), so a hang fails its check instead of the whole session. Prints
-# PASS / FAIL per check and exits non-zero when any failed. Logs go to
+# ACCURACY_TIMEOUT, 4 x that; compute-sanitizer MEMCHECK_TIMEOUT, 2 x), so
+# a hang fails its check instead of the whole session. Prints PASS / FAIL
+# per check and exits non-zero when any failed. Logs go to
 # LOGS (default gpu-checks/); when the device tool's $OUT is set they are
 # also packed into $OUT/gpu-checks.tgz (it returns only a few files).
 set -uo pipefail
