@@ -97,7 +97,7 @@ public:
       S = cublasDgemm(Ctx->Blas, OB, OA, int(N), int(M), int(K), &One, B, LdB,
                       A, LdA, &Zero, Y, int(N));
     if (S != CUBLAS_STATUS_SUCCESS)
-      Ctx->fail(cublasError(S, "cublasgemm"));
+      Ctx->fail(cublasError(S, "cublasSgemm/cublasDgemm"));
   }
 
 private:
@@ -339,8 +339,22 @@ public:
     }
 #ifdef MDRT_HAVE_CUDNN
     if (UseCudnn) {
-      runCudnn(C);
-      return;
+      cudnnStatus_t E = runCudnn(C);
+      if (E == CUDNN_STATUS_SUCCESS)
+        return;
+      // The heuristics run nothing: an algorithm they ranked can still fail
+      // on its first call (not supported, a sublibrary missing). A failed
+      // call leaves no sticky error, so this convolution goes over to the
+      // own kernels for good, from this call on (the first run of a program
+      // is eager, before any CUDA graph is captured).
+      UseCudnn = false;
+      static std::once_flag Once;
+      std::call_once(Once, [&] {
+        std::fprintf(stderr,
+                     "note: cuDNN failed a convolution (%s); mdrun's own "
+                     "kernels run it\n",
+                     cudnnGetErrorString(E));
+      });
     }
 #endif
     const T *A = static_cast<const T *>(C.In[0]);
@@ -484,7 +498,9 @@ private:
     return Status::ok();
   }
 
-  void runCudnn(const ExecContext &C) {
+  /// Runs the convolution with cuDNN; what cuDNN returned (launch errors of
+  /// the filter transposes go to the context).
+  cudnnStatus_t runCudnn(const ExecContext &C) {
     cudaStream_t S = Ctx->Stream;
     const float One = 1, Zero = 0;
     int64_t KHW = G.KH * G.KW, NF = KHW * G.C * G.Co;
@@ -513,9 +529,8 @@ private:
           Ohwi, static_cast<T *>(C.Out[0]), KHW, G.C, G.Co);
       break;
     }
-    if (E != CUDNN_STATUS_SUCCESS)
-      Ctx->fail(cudnnError(E, "a convolution"));
     Ctx->checkLaunch("a filter transpose");
+    return E;
   }
 
   bool UseCudnn = false;

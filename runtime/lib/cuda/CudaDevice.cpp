@@ -588,7 +588,8 @@ public:
     std::vector<DeviceBuffer> One(N);
     for (size_t I = 0; I < N; ++I) {
       CurrentDevice On(Devs[I]->ordinal());
-      MDRT_CUDA_TRY(On.error());
+      if (On.error() != cudaSuccess)
+        return cudaStatus(On.error(), "cudaSetDevice");
       MDRT_RETURN_IF_ERROR(One[I].allocate(sizeof(float)));
       MDRT_CUDA_TRY(cudaMemsetAsync(One[I].get(), 0, sizeof(float),
                                     Devs[I]->context().Stream));
