@@ -139,6 +139,8 @@ def main():
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--only", choices=("torch-eager", "torch-graph"),
+                    help="run one PyTorch variant alone (for a profiler)")
     a = ap.parse_args()
 
     # Same precision on both sides: no TF32.
@@ -148,6 +150,12 @@ def main():
 
     images = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz"))
     labels = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))
+
+    if a.only:
+        ms = torch_step_ms(images, labels, a.batch, a.warmup, a.steps,
+                           a.only == "torch-graph")
+        print("%s: %.3f ms/step" % (a.only, ms))
+        return
 
     rows = []
     for name, extra in (("mdrun", []), ("mdrun --cuda-graph", ["--cuda-graph"])):

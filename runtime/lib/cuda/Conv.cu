@@ -30,10 +30,6 @@ using namespace mdrt::cuda;
 
 namespace {
 
-#define GRID_STRIDE(I, N)                                                      \
-  for (int64_t I = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; I < (N);    \
-       I += int64_t(blockDim.x) * gridDim.x)
-
 template <template <typename> class KT, typename... Args>
 KernelOr makeFloat(const KernelInfo &I, DType T, Args... A) {
   if (T == DType::Float32) {

@@ -180,6 +180,14 @@ inline bool isIntType(DType T) {
 }
 Status typeError(const KernelInfo &I, DType T);
 
+#ifdef __CUDACC__
+/// A grid-stride loop: \p I (int64_t) takes the values below \p N this
+/// thread owns.
+#define GRID_STRIDE(I, N)                                                      \
+  for (int64_t I = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; I < (N);    \
+       I += int64_t(blockDim.x) * gridDim.x)
+#endif
+
 /// Launch geometry of a grid-stride loop over \p N items.
 inline unsigned gridFor(int64_t N, unsigned Block = 256) {
   int64_t G = (N + Block - 1) / Block;

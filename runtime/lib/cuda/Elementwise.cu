@@ -33,10 +33,6 @@ namespace {
 
 template <typename T> using Unsigned = std::make_unsigned_t<T>;
 
-#define GRID_STRIDE(I, N)                                                      \
-  for (int64_t I = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; I < (N);    \
-       I += int64_t(blockDim.x) * gridDim.x)
-
 template <typename T> __device__ inline T dExp(T X) {
   if constexpr (std::is_same<T, float>::value)
     return expf(X);

@@ -54,6 +54,10 @@ struct ReducePlan {
 
 __device__ inline int64_t offsetOf(int64_t Idx, int N, const int64_t *Dims,
                                    const int64_t *Str) {
+  // One dimension (the usual case after merging): Idx is below its size, so
+  // no 64-bit division.
+  if (N == 1)
+    return Idx * Str[0];
   int64_t Off = 0;
   for (int D = N - 1; D >= 0; --D) {
     Off += (Idx % Dims[D]) * Str[D];
@@ -100,14 +104,90 @@ __global__ void reduceSmallKernel(ReducePlan P, const T *X, T *Y, bool Mean) {
   }
 }
 
+/// Column sums of a row-major [Rows, Cols] matrix (BiasAddGrad, the sum
+/// over the batch of a broadcast's gradient), first pass: block (X, Y) of
+/// ColumnBlock threads sums the rows of band Y of columns X * 32 .. + 31 into
+/// one double per column. Consecutive threads read consecutive columns of a
+/// row, so the reads are coalesced; the bands spread the rows over the GPU.
+constexpr int ColumnBlockY = 16;
+template <typename T>
+__global__ void columnPartialKernel(const T *X, double *Partial, int64_t Rows,
+                                    int64_t Cols, int64_t Band) {
+  __shared__ double S[ColumnBlockY][33];
+  int64_t C = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  int64_t R0 = int64_t(blockIdx.y) * Band;
+  int64_t R1 = R0 + Band < Rows ? R0 + Band : Rows;
+  double Acc = 0;
+  if (C < Cols)
+    for (int64_t R = R0 + threadIdx.y; R < R1; R += ColumnBlockY)
+      Acc += double(X[R * Cols + C]);
+  S[threadIdx.y][threadIdx.x] = Acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && C < Cols) {
+    double Sum = 0;
+    for (int K = 0; K < ColumnBlockY; ++K)
+      Sum += S[K][threadIdx.x];
+    Partial[int64_t(blockIdx.y) * Cols + C] = Sum;
+  }
+}
+
+/// Second pass: each column's band sums, added in band order (the result
+/// does not depend on the launch, so eager runs and graph replays agree).
+template <typename T>
+__global__ void columnFinishKernel(const double *Partial, T *Y, int64_t Bands,
+                                   int64_t Cols, bool Mean, int64_t Count) {
+  GRID_STRIDE(C, Cols) {
+    double Sum = 0;
+    for (int64_t B = 0; B < Bands; ++B)
+      Sum += Partial[B * Cols + C];
+    Y[C] = finishSum<T>(Sum, Mean, Count);
+  }
+}
+
 template <typename T> class ReduceKernel : public CudaKernel {
 public:
   ReduceKernel(const ReducePlan &P, bool Mean) : P(P), Mean(Mean) {}
+
+  /// Chooses the column-sum kernels for a float reduction over the leading
+  /// dimensions of a contiguous tensor (one kept and one reduced dimension
+  /// after merging, the kept one innermost) and allocates their partial
+  /// sums; the general kernels otherwise.
+  Status init() {
+    Column = std::is_floating_point<T>::value && P.Out && P.Count >= 64 &&
+             P.NK == 1 && P.NR == 1 && P.KStr[0] == 1 &&
+             P.RStr[0] == P.KDims[0];
+    if (!Column)
+      return Status::ok();
+    Cols = P.KDims[0];
+    Rows = P.RDims[0];
+    // About 8 blocks of 512 threads per multiprocessor of an H100 in all,
+    // at most 128 bands (the second pass adds them one by one), at least
+    // 4 rows per thread of a band.
+    int64_t ColBlocks = (Cols + 31) / 32;
+    int64_t Bands = std::max<int64_t>(1, 1024 / ColBlocks);
+    Bands = std::min<int64_t>(
+        {Bands, 128, (Rows + 4 * ColumnBlockY - 1) / (4 * ColumnBlockY)});
+    Bands = std::max<int64_t>(Bands, 1);
+    Band = (Rows + Bands - 1) / Bands;
+    NumBands = (Rows + Band - 1) / Band;
+    return Partial.allocate(size_t(NumBands * Cols) * sizeof(double));
+  }
+
   void run(const ExecContext &C) override {
     if (!P.Out)
       return;
     const T *X = static_cast<const T *>(C.In[0]);
     T *Y = static_cast<T *>(C.Out[0]);
+    if (Column) {
+      double *Part = static_cast<double *>(Partial.get());
+      dim3 Grid(unsigned((Cols + 31) / 32), unsigned(NumBands));
+      columnPartialKernel<T><<<Grid, dim3(32, ColumnBlockY), 0, Ctx->Stream>>>(
+          X, Part, Rows, Cols, Band);
+      columnFinishKernel<T><<<gridFor(Cols), 256, 0, Ctx->Stream>>>(
+          Part, Y, NumBands, Cols, Mean, P.Count);
+      Ctx->checkLaunch("a column sum");
+      return;
+    }
     if (P.Count < 64)
       reduceSmallKernel<T>
           <<<gridFor(P.Out), 256, 0, Ctx->Stream>>>(P, X, Y, Mean);
@@ -120,7 +200,17 @@ public:
 private:
   ReducePlan P;
   bool Mean;
+  bool Column = false;
+  int64_t Rows = 0, Cols = 0, Band = 0, NumBands = 0;
+  DeviceBuffer Partial;
 };
+
+template <typename T>
+KernelOr makeReduceKernel(const ReducePlan &P, bool Mean) {
+  auto K = std::make_unique<ReduceKernel<T>>(P, Mean);
+  MDRT_RETURN_IF_ERROR(K->init());
+  return finish(std::move(K));
+}
 
 /// Plans the sum of a tensor of \p Shape over the dimensions flagged in
 /// \p Reduced, merging adjacent dimensions of the same kind.
@@ -192,16 +282,16 @@ KernelOr makeReduce(const KernelInfo &I, const std::vector<int64_t> &Shape,
   MDRT_RETURN_IF_ERROR(planReduce(Shape, Reduced, P));
   switch (I.Inputs[0].Type) {
   case DType::Float32:
-    return finish(std::make_unique<ReduceKernel<float>>(P, Mean));
+    return makeReduceKernel<float>(P, Mean);
   case DType::Float64:
-    return finish(std::make_unique<ReduceKernel<double>>(P, Mean));
+    return makeReduceKernel<double>(P, Mean);
   case DType::Int32:
     if (!FloatOnly)
-      return finish(std::make_unique<ReduceKernel<int32_t>>(P, Mean));
+      return makeReduceKernel<int32_t>(P, Mean);
     break;
   case DType::Int64:
     if (!FloatOnly)
-      return finish(std::make_unique<ReduceKernel<int64_t>>(P, Mean));
+      return makeReduceKernel<int64_t>(P, Mean);
     break;
   default:
     break;
