@@ -51,6 +51,25 @@ KernelOr makeFloat(const KernelInfo &I, DType T, Args... A) {
 // MatMul
 //===----------------------------------------------------------------------===//
 
+/// Row-major Y[M,N] = op(A) op(B) + Beta Y with cuBLAS, which is
+/// column-major: Y^T = op(B)^T op(A)^T. A is [M,K] ([K,M] when \p TA), B is
+/// [K,N] ([N,K] when \p TB); the sizes are below 2^31.
+template <typename T>
+cublasStatus_t gemmRowMajor(cublasHandle_t H, bool TA, bool TB, int64_t M,
+                            int64_t N, int64_t K, const T *A, const T *B,
+                            T Beta, T *Y) {
+  cublasOperation_t OB = TB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t OA = TA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int LdB = int(TB ? K : N), LdA = int(TA ? M : K);
+  const T One = 1;
+  if constexpr (std::is_same<T, float>::value)
+    return cublasSgemm(H, OB, OA, int(N), int(M), int(K), &One, B, LdB, A, LdA,
+                       &Beta, Y, int(N));
+  else
+    return cublasDgemm(H, OB, OA, int(N), int(M), int(K), &One, B, LdB, A, LdA,
+                       &Beta, Y, int(N));
+}
+
 template <typename T> class MatMulKernel : public CudaKernel {
 public:
   Status init(const KernelInfo &I) {
@@ -78,20 +97,9 @@ public:
         Ctx->fail(cudaStatus(E, "cudaMemsetAsync"));
       return;
     }
-    // Row-major Y[M,N] = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T.
-    const T *A = static_cast<const T *>(C.In[0]);
-    const T *B = static_cast<const T *>(C.In[1]);
-    cublasOperation_t OB = TB ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t OA = TA ? CUBLAS_OP_T : CUBLAS_OP_N;
-    int LdB = int(TB ? K : N), LdA = int(TA ? M : K);
-    const T One = 1, Zero = 0;
-    cublasStatus_t S;
-    if constexpr (std::is_same<T, float>::value)
-      S = cublasSgemm(Ctx->Blas, OB, OA, int(N), int(M), int(K), &One, B, LdB,
-                      A, LdA, &Zero, Y, int(N));
-    else
-      S = cublasDgemm(Ctx->Blas, OB, OA, int(N), int(M), int(K), &One, B, LdB,
-                      A, LdA, &Zero, Y, int(N));
+    cublasStatus_t S = gemmRowMajor<T>(
+        Ctx->Blas, TA, TB, M, N, K, static_cast<const T *>(C.In[0]),
+        static_cast<const T *>(C.In[1]), T(0), Y);
     if (S != CUBLAS_STATUS_SUCCESS)
       Ctx->fail(cublasError(S, "cublasSgemm/cublasDgemm"));
   }
@@ -205,40 +213,43 @@ __global__ void convBackwardDataKernel(Geometry G, const T *F, const T *DY,
   }
 }
 
-/// df[kh,kw,ci,co] = sum over images and output pixels of x dy (one block
-/// per filter element).
+/// Rows P0 .. P0 + Rows - 1 of the im2col matrix: Col[p - P0, k] is x at
+/// position k = (kh * KW + kw) * C + ci of output pixel p's window (0 in the
+/// padding), p = (n * OH + oh) * OW + ow. Blocks of 32 x 8 threads: x over k
+/// (Tab holds each k's kh, kw, ci), y over rows, whose pixel one thread per
+/// row decomposes; consecutive threads write consecutive k.
+constexpr int Im2colRows = 8;
 template <typename T>
-__global__ void convBackwardFilterKernel(Geometry G, const T *X, const T *DY,
-                                         T *DF) {
-  __shared__ T Shared[256];
-  for (int64_t I = blockIdx.x; I < G.KH * G.KW * G.C * G.Co; I += gridDim.x) {
-    int64_t Co = I % G.Co, R = I / G.Co;
-    int64_t Ci = R % G.C;
-    R /= G.C;
-    int64_t Kw = R % G.KW, Kh = R / G.KW;
-    T Acc = 0;
-    for (int64_t P = threadIdx.x; P < G.N * G.OH * G.OW; P += blockDim.x) {
+__global__ void im2colKernel(Geometry G, const int4 *Tab, int Kc, const T *X,
+                             T *Col, int64_t P0, int64_t Rows) {
+  __shared__ int64_t Base[Im2colRows];
+  __shared__ int64_t Top[Im2colRows], Left[Im2colRows];
+  const int K = int(blockIdx.x) * 32 + int(threadIdx.x);
+  const int4 E = K < Kc ? Tab[K] : make_int4(0, 0, 0, 0);
+  for (int64_t R0 = int64_t(blockIdx.y) * Im2colRows; R0 < Rows;
+       R0 += int64_t(gridDim.y) * Im2colRows) {
+    const int64_t R = R0 + threadIdx.y;
+    if (threadIdx.x == 0 && R < Rows) {
+      int64_t P = P0 + R;
       int64_t Ow = P % G.OW, Q = P / G.OW;
       int64_t Oh = Q % G.OH, Img = Q / G.OH;
-      int64_t Ih = Oh * G.SH - G.PT + Kh, Iw = Ow * G.SW - G.PL + Kw;
-      if (Ih < 0 || Ih >= G.H || Iw < 0 || Iw >= G.W)
-        continue;
-      Acc += X[((Img * G.H + Ih) * G.W + Iw) * G.C + Ci] * DY[P * G.Co + Co];
+      Base[threadIdx.y] = Img * G.H * G.W * G.C;
+      Top[threadIdx.y] = Oh * G.SH - G.PT;
+      Left[threadIdx.y] = Ow * G.SW - G.PL;
     }
-    Shared[threadIdx.x] = Acc;
     __syncthreads();
-    for (int S = 128; S > 0; S /= 2) {
-      if (int(threadIdx.x) < S)
-        Shared[threadIdx.x] += Shared[threadIdx.x + S];
-      __syncthreads();
+    if (R < Rows && K < Kc) {
+      int64_t Ih = Top[threadIdx.y] + E.x, Iw = Left[threadIdx.y] + E.y;
+      T V = 0;
+      if (Ih >= 0 && Ih < G.H && Iw >= 0 && Iw < G.W)
+        V = X[Base[threadIdx.y] + (Ih * G.W + Iw) * G.C + E.z];
+      Col[R * Kc + K] = V;
     }
-    if (threadIdx.x == 0)
-      DF[I] = Shared[0];
     __syncthreads();
   }
 }
 
-/// HWIO [KH*KW, Ci, Co] <-> OHWI [Co, KH*KW, Ci].
+/// HWIO [KH*KW, Ci, Co] -> OHWI [Co, KH*KW, Ci] (cuDNN's KRSC filters).
 template <typename T>
 __global__ void hwioToOhwi(const T *In, T *Out, int64_t KHW, int64_t Ci,
                            int64_t Co) {
@@ -246,15 +257,6 @@ __global__ void hwioToOhwi(const T *In, T *Out, int64_t KHW, int64_t Ci,
     int64_t O = I % Co, R = I / Co;
     int64_t C = R % Ci, P = R / Ci;
     Out[(O * KHW + P) * Ci + C] = In[I];
-  }
-}
-template <typename T>
-__global__ void ohwiToHwio(const T *In, T *Out, int64_t KHW, int64_t Ci,
-                           int64_t Co) {
-  GRID_STRIDE(I, KHW * Ci * Co) {
-    int64_t O = I % Co, R = I / Co;
-    int64_t C = R % Ci, P = R / Ci;
-    Out[I] = In[(O * KHW + P) * Ci + C];
   }
 }
 
@@ -271,12 +273,6 @@ static bool isTransformAlgo(cudnnConvolutionBwdDataAlgo_t A) {
          A == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
          A == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
          A == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
-}
-static bool isTransformAlgo(cudnnConvolutionBwdFilterAlgo_t A) {
-  return A == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
-         A == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
-         A == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD ||
-         A == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
 }
 #endif
 
@@ -303,9 +299,16 @@ public:
     G.Co = CG.Co;
     OutBytes = I.Outputs[0].bytes();
     Degenerate = !G.N || !G.H || !G.W || !G.C || !G.Co || !G.OH || !G.OW;
+    if (Degenerate)
+      return Status::ok();
+    // The filter gradient is one matrix product, im2col(x)^T dy: cuBLAS
+    // runs it several times faster than cuDNN's deterministic float32
+    // algorithms (NHWC) and than a direct kernel.
+    if (Mode == ConvMode::BackwardFilter)
+      return initFilterGemm();
 #ifdef MDRT_HAVE_CUDNN
-    if (!Degenerate && std::is_same<T, float>::value && G.PT == G.PB &&
-        G.PL == G.PR && Ctx->Dnn) {
+    if (std::is_same<T, float>::value && G.PT == G.PB && G.PL == G.PR &&
+        Ctx->Dnn) {
       // cuDNN is an optimisation: what it rejects runs on the own kernels.
       Status S = initCudnn();
       if (!S.isOk()) {
@@ -366,15 +369,64 @@ public:
           <<<gridFor(G.N * G.H * G.W * G.C), 256, 0, S>>>(G, A, B, Y);
       break;
     case ConvMode::BackwardFilter:
-      convBackwardFilterKernel<T>
-          <<<unsigned(std::min<int64_t>(G.KH * G.KW * G.C * G.Co, 65535)), 256,
-             0, S>>>(G, A, B, Y);
-      break;
+      runFilterGemm(A, B, Y);
+      return;
     }
     Ctx->checkLaunch("a convolution");
   }
 
 private:
+  /// The im2col matrix has Kc = KH * KW * C columns and N * OH * OW rows,
+  /// made and multiplied ChunkRows rows at a time (at most 256 MiB).
+  Status initFilterGemm() {
+    int64_t Kc = G.KH * G.KW * G.C, Rows = G.N * G.OH * G.OW;
+    if (Kc > INT32_MAX || G.Co > INT32_MAX)
+      return Status::error("convolution filters of more than 2^31 elements "
+                           "are not supported on GPUs");
+    constexpr int64_t MaxCol = int64_t(256) << 20;
+    ChunkRows = std::max<int64_t>(1, MaxCol / int64_t(Kc * sizeof(T)));
+    ChunkRows = std::min<int64_t>({ChunkRows, Rows, INT32_MAX});
+    std::vector<int4> Tab;
+    Tab.reserve(size_t(Kc));
+    for (int64_t Kh = 0; Kh < G.KH; ++Kh)
+      for (int64_t Kw = 0; Kw < G.KW; ++Kw)
+        for (int64_t Ci = 0; Ci < G.C; ++Ci)
+          Tab.push_back(make_int4(int(Kh), int(Kw), int(Ci), 0));
+    MDRT_RETURN_IF_ERROR(Table.allocate(Tab.size() * sizeof(int4)));
+    cudaError_t E =
+        cudaMemcpy(Table.get(), Tab.data(), Tab.size() * sizeof(int4),
+                   cudaMemcpyHostToDevice);
+    if (E != cudaSuccess)
+      return cudaStatus(E, "cudaMemcpy");
+    return Col.allocate(size_t(ChunkRows * Kc) * sizeof(T));
+  }
+
+  /// df[Kc, Co] = im2col(x)^T dy, chunk by chunk (beta 1 after the first).
+  void runFilterGemm(const T *X, const T *DY, T *DF) {
+    const int64_t Kc = G.KH * G.KW * G.C, Rows = G.N * G.OH * G.OW;
+    const unsigned KBlocks = unsigned((Kc + 31) / 32);
+    T *ColP = static_cast<T *>(Col.get());
+    for (int64_t P0 = 0; P0 < Rows; P0 += ChunkRows) {
+      int64_t R = std::min(ChunkRows, Rows - P0);
+      int64_t RBlocks = (R + Im2colRows - 1) / Im2colRows;
+      dim3 Grid(KBlocks, unsigned(std::min<int64_t>(
+                             RBlocks, std::max<int64_t>(1, 8192 / KBlocks))));
+      im2colKernel<T><<<Grid, dim3(32, Im2colRows), 0, Ctx->Stream>>>(
+          G, static_cast<const int4 *>(Table.get()), int(Kc), X, ColP, P0, R);
+      Ctx->checkLaunch("im2col");
+      cublasStatus_t St =
+          gemmRowMajor<T>(Ctx->Blas, true, false, Kc, G.Co, R, ColP,
+                          DY + P0 * G.Co, P0 ? T(1) : T(0), DF);
+      if (St != CUBLAS_STATUS_SUCCESS) {
+        Ctx->fail(cublasError(St, "cublasSgemm/cublasDgemm"));
+        return;
+      }
+    }
+  }
+
+  int64_t ChunkRows = 0;
+  DeviceBuffer Table, Col;
+
 #ifdef MDRT_HAVE_CUDNN
   Status initCudnn() {
     auto Try = [](cudnnStatus_t E, const char *What) {
@@ -450,15 +502,8 @@ private:
       Pick(Perf, DataAlgo);
       break;
     }
-    case ConvMode::BackwardFilter: {
-      cudnnConvolutionBwdFilterAlgoPerf_t Perf[MaxAlgos];
-      MDRT_RETURN_IF_ERROR(
-          Try(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                  H, XDesc, YDesc, CDesc, FDesc, MaxAlgos, &Got, Perf),
-              "cudnnGetConvolutionBackwardFilterAlgorithm_v7"));
-      Pick(Perf, FilterAlgo);
-      break;
-    }
+    case ConvMode::BackwardFilter: // im2col and cuBLAS (initFilterGemm).
+      return Status::ok();
     }
     if (!Found)
       return Status::ok(); // The own kernels then.
@@ -480,10 +525,6 @@ private:
               "cudnnGetConvolutionBackwardDataWorkspaceSize"));
       break;
     case ConvMode::BackwardFilter:
-      MDRT_RETURN_IF_ERROR(
-          Try(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                  H, XDesc, YDesc, CDesc, FDesc, FilterAlgo, &Need),
-              "cudnnGetConvolutionBackwardFilterWorkspaceSize"));
       break;
     }
     Work = std::max(Work, Need);
@@ -518,11 +559,6 @@ private:
           Workspace.get(), Workspace.size(), &Zero, XDesc, C.Out[0]);
       break;
     case ConvMode::BackwardFilter:
-      E = cudnnConvolutionBackwardFilter(
-          Ctx->Dnn, &One, XDesc, C.In[0], YDesc, C.In[1], CDesc, FilterAlgo,
-          Workspace.get(), Workspace.size(), &Zero, FDesc, Ohwi);
-      ohwiToHwio<T><<<gridFor(NF), 256, 0, S>>>(
-          Ohwi, static_cast<T *>(C.Out[0]), KHW, G.C, G.Co);
       break;
     }
     Ctx->checkLaunch("a filter transpose");
@@ -535,7 +571,6 @@ private:
   cudnnConvolutionDescriptor_t CDesc = nullptr;
   cudnnConvolutionFwdAlgo_t FwdAlgo{};
   cudnnConvolutionBwdDataAlgo_t DataAlgo{};
-  cudnnConvolutionBwdFilterAlgo_t FilterAlgo{};
   DeviceBuffer Workspace, Filter;
 #endif
 
@@ -630,6 +665,30 @@ __global__ void maxPoolGradKernel(Geometry G, const T *X, const T *DY, T *DX) {
   }
 }
 
+/// The gradient when the windows tile the input exactly (stride = window,
+/// no padding, no remainder; 2x2 pooling of even sizes): one thread per
+/// window writes dy at its first maximum and 0 at its other pixels, which
+/// is what the gather above computes, with one argmax per window instead of
+/// one per pixel.
+template <typename T>
+__global__ void maxPoolGradTiledKernel(Geometry G, const T *X, const T *DY,
+                                       T *DX) {
+  GRID_STRIDE(I, G.N * G.OH * G.OW * G.C) {
+    int64_t Cc = I % G.C, R = I / G.C;
+    int64_t Ow = R % G.OW;
+    R /= G.OW;
+    int64_t Oh = R % G.OH, Img = R / G.OH;
+    const int64_t Off = Img * G.H * G.W * G.C;
+    const int64_t Arg = windowArgMax(G, X + Off, Oh, Ow, Cc);
+    const T D = DY[I];
+    for (int64_t Kh = 0; Kh < G.KH; ++Kh)
+      for (int64_t Kw = 0; Kw < G.KW; ++Kw) {
+        int64_t Pix = (Oh * G.SH + Kh) * G.W + Ow * G.SW + Kw;
+        DX[Off + Pix * G.C + Cc] = Pix == Arg ? D : T(0);
+      }
+  }
+}
+
 template <typename T> class MaxPoolKernel : public CudaKernel {
 public:
   explicit MaxPoolKernel(bool Grad) : Grad(Grad) {}
@@ -658,6 +717,8 @@ public:
                            I.Inputs[0].str() + ", output " + I.Inputs[1].str() +
                            ", dy " + I.Inputs[2].str() + ", dx " +
                            I.Outputs[0].str());
+    Tiled = G.SH == G.KH && G.SW == G.KW && G.PT == 0 && G.PL == 0 &&
+            G.OH * G.SH == G.H && G.OW * G.SW == G.W;
     return Status::ok();
   }
   void run(const ExecContext &C) override {
@@ -666,7 +727,11 @@ public:
     cudaStream_t S = Ctx->Stream;
     const T *X = static_cast<const T *>(C.In[0]);
     T *Y = static_cast<T *>(C.Out[0]);
-    if (Grad)
+    if (Grad && Tiled)
+      maxPoolGradTiledKernel<T>
+          <<<gridFor(G.N * G.OH * G.OW * G.C), 256, 0, S>>>(
+              G, X, static_cast<const T *>(C.In[2]), Y);
+    else if (Grad)
       maxPoolGradKernel<T><<<gridFor(G.N * G.H * G.W * G.C), 256, 0, S>>>(
           G, X, static_cast<const T *>(C.In[2]), Y);
     else if (G.OH && G.OW)
@@ -677,6 +742,7 @@ public:
 
 private:
   bool Grad;
+  bool Tiled = false;
   Geometry G;
 };
 

@@ -131,16 +131,22 @@ __global__ void columnPartialKernel(const T *X, double *Partial, int64_t Rows,
   }
 }
 
-/// Second pass: each column's band sums, added in band order (the result
-/// does not depend on the launch, so eager runs and graph replays agree).
+/// Second pass: one warp per column adds its band sums, lane L the bands
+/// L, L + 32, ..., then the lanes in a fixed tree (the result does not
+/// depend on the launch, so eager runs and graph replays agree).
 template <typename T>
 __global__ void columnFinishKernel(const double *Partial, T *Y, int64_t Bands,
                                    int64_t Cols, bool Mean, int64_t Count) {
-  GRID_STRIDE(C, Cols) {
+  const int Lane = threadIdx.x % 32;
+  for (int64_t C = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       C < Cols; C += int64_t(gridDim.x) * blockDim.x / 32) {
     double Sum = 0;
-    for (int64_t B = 0; B < Bands; ++B)
+    for (int64_t B = Lane; B < Bands; B += 32)
       Sum += Partial[B * Cols + C];
-    Y[C] = finishSum<T>(Sum, Mean, Count);
+    for (int S = 16; S > 0; S /= 2)
+      Sum += __shfl_down_sync(0xffffffffu, Sum, S);
+    if (Lane == 0)
+      Y[C] = finishSum<T>(Sum, Mean, Count);
   }
 }
 
@@ -183,7 +189,7 @@ public:
       dim3 Grid(unsigned((Cols + 31) / 32), unsigned(NumBands));
       columnPartialKernel<T><<<Grid, dim3(32, ColumnBlockY), 0, Ctx->Stream>>>(
           X, Part, Rows, Cols, Band);
-      columnFinishKernel<T><<<gridFor(Cols), 256, 0, Ctx->Stream>>>(
+      columnFinishKernel<T><<<gridFor(Cols * 32), 256, 0, Ctx->Stream>>>(
           Part, Y, NumBands, Cols, Mean, P.Count);
       Ctx->checkLaunch("a column sum");
       return;
