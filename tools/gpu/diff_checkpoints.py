@@ -5,8 +5,12 @@ GPU): per tensor, the largest absolute difference and that over the largest
 magnitude. A diagnostic for tools/gpu/run-gpu-checks.sh: after one SGD step
 a wrong gradient shows as a tensor far above the others.
 
-  diff_checkpoints.py CPU.txt GPU.txt
+  diff_checkpoints.py CPU.txt GPU.txt [--max REL]
+
+With --max, exits 1 when a tensor differs by more than REL (relative to its
+largest magnitude) or the two checkpoints hold different tensors.
 """
+import argparse
 import sys
 
 
@@ -22,15 +26,19 @@ def tensors(path):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("first")
+    ap.add_argument("second")
+    ap.add_argument("--max", type=float)
+    args = ap.parse_args()
+    a, b = tensors(args.first), tensors(args.second)
     if not a or not b:
-        sys.exit("no tensors in %s" % (sys.argv[1] if not a else sys.argv[2]))
+        sys.exit("no tensors in %s" % (args.first if not a else args.second))
     worst = 0.0
     for name in sorted(set(a) | set(b)):
         if name not in a or name not in b:
-            print("%-40s only in %s" % (name, sys.argv[2] if name in b else sys.argv[1]))
+            print("%-40s only in %s" % (
+                name, args.second if name in b else args.first))
             worst = float("inf")
             continue
         x, y = a[name], b[name]
@@ -45,6 +53,8 @@ def main():
         print("%-40s %8d values  max |diff| %.3g  relative %.3g" % (
             name, len(x), diff, rel))
     print("largest relative difference %.3g" % worst)
+    if args.max is not None and worst > args.max:
+        sys.exit("difference above %g" % args.max)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,9 @@ P=$OUT/plans
 "$MDPLAN" "$ROOT/examples/fashion_resnet.mdg" --num-clones=1 -o "$P/resnet.mdp"
 "$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \
   --optimizer=sgd --learning-rate=0.1 -o "$P/cnn-sgd.mdp"
+"$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \
+  --strategy=mirrored --optimizer=sgd --learning-rate=0.1 \
+  -o "$P/cnn-mirrored-sgd.mdp"
 # Clones sharing one GPU (run with --gpu-map=0,0,0,0) against one clone.
 for n in 1 2 4; do
   for s in ps mirrored; do

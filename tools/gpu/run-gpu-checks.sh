@@ -4,12 +4,13 @@
 # FlatBuffers: builds mdrun alone (MDPLAN_BUILD_COMPILER=OFF) from this
 # repository plus shared/gpu-carry/ (made by tools/gpu/pack.sh on the
 # development machine), then runs the checks CHECKS names (default: all):
-#   losses    the MLP and CNN planned for one GPU (default and mirrored
-#             placement) against the CPU's losses, carried and recomputed
-#             here, 20 steps, 1e-4 relative;
-#   ckdiff    one SGD step of the CNN and the MLP on the GPU and the CPU:
-#             every variable after it, 1e-4 relative to its largest value
-#             (names the tensor behind a losses failure);
+#   losses    the MLP, CNN (default and mirrored placement) and ResNet
+#             planned for one GPU against the CPU's losses, carried and
+#             recomputed here, 20 steps, 1e-4 relative (the MLP), 1e-3
+#             (the convolutional networks);
+#   ckdiff    one SGD step of the CNN (both placements) and the MLP on the
+#             GPU and the CPU: every variable after it, 1e-5 relative to
+#             its largest value (names the tensor behind a losses failure);
 #   shared    2 and 4 clones sharing GPU 0 (ps and mirrored) against one
 #             clone at the combined batch, 1e-4 relative;
 #   graph     --cuda-graph against eager, 1e-6 relative, at least one graph;
@@ -23,8 +24,8 @@
 # split over several calls of a time-limited machine:
 #
 #   tools/gpu/run-gpu-checks.sh                                  # all
-#   CHECKS="losses shared graph memcheck" tools/gpu/run-gpu-checks.sh
-#   CHECKS="accuracy bench" tools/gpu/run-gpu-checks.sh
+#   CHECKS="losses ckdiff shared graph bench memcheck" tools/gpu/run-gpu-checks.sh
+#   CHECKS=accuracy tools/gpu/run-gpu-checks.sh
 #   CUDA_ARCH=80 tools/gpu/run-gpu-checks.sh        # an A100 (default: 90)
 #
 # Every mdrun runs under `timeout RUN_TIMEOUT` (300 s; accuracy runs
@@ -135,10 +136,12 @@ P=$CARRY/plans
 if want losses; then
   echo "== 1. losses on the GPU against the CPU"
   S=0
-  # The ResNet (not among the acceptance targets) at a looser tolerance:
-  # 20 steps through 9 batch norms amplify the convolutions' summation order.
+  # The convolutional networks at 1e-3: over 20 Adam steps they amplify any
+  # change of summation order past 1e-4 (mdrun's own CPU backends, oneDNN,
+  # OpenBLAS and plain loops, differ by 1.3-1.5e-4 on the CNN); ckdiff
+  # checks their gradients to 1e-5.
   for m in mlp cnn mlp-mirrored cnn-mirrored resnet; do
-    TOL=1e-4; [ $m = resnet ] && TOL=1e-3
+    TOL=1e-4; [[ $m == mlp* ]] || TOL=1e-3
     run20 "$P/$m.mdp" "$LOGS/$m-gpu.log" || { cat "$LOGS/$m-gpu.log"; S=1; continue; }
     timed "$RUN_TIMEOUT" env CUDA_VISIBLE_DEVICES= "$MDRUN" "$P/$m.mdp" \
       --soft-placement --data="$DATA" --steps=20 --no-shuffle --no-eval \
@@ -151,7 +154,7 @@ fi
 if want ckdiff; then
   echo "== 1b. one SGD step: GPU variables against the CPU's"
   S=0
-  for m in cnn-sgd shared-1-ps; do
+  for m in cnn-sgd cnn-mirrored-sgd shared-1-ps; do
     for side in cpu gpu; do
       D=$LOGS/ck-$m-$side
       rm -rf "$D"
@@ -165,11 +168,10 @@ if want ckdiff; then
       rm -rf "$D"
     done
     echo "$m:"
-    "$PY" "$CARRY/diff_checkpoints.py" "$LOGS/ck-$m-cpu.txt" "$LOGS/ck-$m-gpu.txt" |
-      tee "$LOGS/ck-$m.diff" | tail -12
+    "$PY" "$CARRY/diff_checkpoints.py" "$LOGS/ck-$m-cpu.txt" \
+      "$LOGS/ck-$m-gpu.txt" --max 1e-5 > "$LOGS/ck-$m.diff" 2>&1 || S=1
+    tail -12 "$LOGS/ck-$m.diff"
     rm -f "$LOGS/ck-$m-cpu.txt" "$LOGS/ck-$m-gpu.txt"  # tens of MB each
-    "$PY" -c "import sys; sys.exit(float(open(sys.argv[1]).read().split()[-1]) > 1e-4)" \
-      "$LOGS/ck-$m.diff" || S=1
   done
   result ckdiff $S
 fi
