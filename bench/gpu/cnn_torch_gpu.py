@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Per-step time of the TF-tutorial CNN on one GPU, side by side in one run:
-mdrun (eager and --cuda-graph) against PyTorch eager and PyTorch with
-torch.cuda.graphs, same model, batch, optimizer and data.
+mdrun (eager and --cuda-graph, each also with MDRT_CUDNN_FIND=1) against
+PyTorch eager and PyTorch with torch.cuda.graphs, same model, batch,
+optimizer and data.
 
 The model is examples/tf_tutorial_cnn.mdg: conv 5x5x32 SAME + ReLU, max-pool
 2, conv 5x5x64 SAME + ReLU, max-pool 2, dense 1024 + ReLU, dropout 0.4,
@@ -117,12 +118,13 @@ def torch_step_ms(images, labels, batch, warmup, steps, graphs):
     return start.elapsed_time(end) / steps
 
 
-def mdrun_seconds(mdrun, plan, data, steps, extra):
+def mdrun_seconds(mdrun, plan, data, steps, extra, env):
     cmd = [mdrun, plan, "--data=" + data, "--steps=%d" % steps,
            "--no-shuffle", "--no-eval", "--log-every=0", "--no-progress"]
     cmd += extra
     t = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    out = subprocess.run(cmd, capture_output=True, text=True,
+                         env=dict(os.environ, **env))
     wall = time.perf_counter() - t
     if out.returncode != 0:
         sys.exit("mdrun failed: %s\n%s" % (" ".join(cmd), out.stderr))
@@ -158,10 +160,17 @@ def main():
         return
 
     rows = []
-    for name, extra in (("mdrun", []), ("mdrun --cuda-graph", ["--cuda-graph"])):
-        t0, _ = mdrun_seconds(a.mdrun, a.plan, a.data, a.warmup, extra)
+    # MDRT_CUDNN_FIND=1: cuDNN algorithms chosen by timing them (not yet
+    # mdrun's default; these rows decide whether it should be).
+    find = {"MDRT_CUDNN_FIND": "1"}
+    for name, extra, env in (
+            ("mdrun", [], {}),
+            ("mdrun --cuda-graph", ["--cuda-graph"], {}),
+            ("mdrun, timed cuDNN", [], find),
+            ("mdrun --cuda-graph, timed", ["--cuda-graph"], find)):
+        t0, _ = mdrun_seconds(a.mdrun, a.plan, a.data, a.warmup, extra, env)
         t1, log = mdrun_seconds(a.mdrun, a.plan, a.data, a.warmup + a.steps,
-                                extra)
+                                extra, env)
         rows.append((name, 1000.0 * (t1 - t0) / a.steps))
         for line in log.splitlines():
             if line.startswith("note: cuda graph"):
@@ -175,11 +184,12 @@ def main():
         a.batch, a.steps, a.warmup, torch.cuda.get_device_name(0),
         torch.__version__))
     for name, ms in rows:
-        print("  %-20s %8.3f ms/step" % (name, ms))
+        print("  %-27s %8.3f ms/step" % (name, ms))
     base = dict(rows)
-    for m in ("mdrun", "mdrun --cuda-graph"):
+    for m in ("mdrun", "mdrun --cuda-graph", "mdrun, timed cuDNN",
+              "mdrun --cuda-graph, timed"):
         for t in ("torch eager", "torch cuda graph"):
-            print("  %-20s / %-18s %.2fx" % (m, t, base[m] / base[t]))
+            print("  %-27s / %-18s %.2fx" % (m, t, base[m] / base[t]))
 
 
 if __name__ == "__main__":

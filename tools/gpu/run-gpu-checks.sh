@@ -8,9 +8,10 @@
 #             planned for one GPU against the CPU's losses, carried and
 #             recomputed here, 20 steps, 1e-4 relative (the MLP), 1e-3
 #             (the convolutional networks);
-#   ckdiff    one SGD step of the CNN (both placements) and the MLP on the
-#             GPU and the CPU: every variable after it, 1e-5 relative to
-#             its largest value (names the tensor behind a losses failure);
+#   ckdiff    one SGD step of the CNN (both placements; also with
+#             MDRT_CUDNN_FIND=1) and the MLP on the GPU and the CPU: every
+#             variable after it, 1e-5 relative to its largest value (names
+#             the tensor behind a losses failure);
 #   shared    2 and 4 clones sharing GPU 0 (ps and mirrored) against one
 #             clone at the combined batch, 1e-4 relative;
 #   graph     --cuda-graph against eager, 1e-6 relative, at least one graph;
@@ -154,12 +155,16 @@ fi
 if want ckdiff; then
   echo "== 1b. one SGD step: GPU variables against the CPU's"
   S=0
+  # gpu-find: the GPU with cuDNN's algorithms chosen by timing them
+  # (MDRT_CUDNN_FIND=1), for the convolutional networks.
   for m in cnn-sgd cnn-mirrored-sgd shared-1-ps; do
-    for side in cpu gpu; do
+    SIDES="cpu gpu"; [[ $m == cnn* ]] && SIDES="cpu gpu gpu-find"
+    for side in $SIDES; do
       D=$LOGS/ck-$m-$side
       rm -rf "$D"
       ENV=(); EXTRA=()
       [ $side = cpu ] && ENV=(CUDA_VISIBLE_DEVICES=) && EXTRA=(--soft-placement)
+      [ $side = gpu-find ] && ENV=(MDRT_CUDNN_FIND=1)
       timed "$RUN_TIMEOUT" env "${ENV[@]}" "$MDRUN" "$P/$m.mdp" "${EXTRA[@]}" \
         --data="$DATA" --steps=1 --no-shuffle --no-eval --log-every=0 \
         --no-progress --checkpoint-dir="$D" --checkpoint-every=1 \
@@ -167,11 +172,14 @@ if want ckdiff; then
       "$MDRUN" --print-checkpoint="$(ls "$D"/*.mdck | tail -1)" > "$D.txt" 2>&1 || S=1
       rm -rf "$D"
     done
-    echo "$m:"
-    "$PY" "$CARRY/diff_checkpoints.py" "$LOGS/ck-$m-cpu.txt" \
-      "$LOGS/ck-$m-gpu.txt" --max 1e-5 > "$LOGS/ck-$m.diff" 2>&1 || S=1
-    tail -12 "$LOGS/ck-$m.diff"
-    rm -f "$LOGS/ck-$m-cpu.txt" "$LOGS/ck-$m-gpu.txt"  # tens of MB each
+    for side in $SIDES; do
+      [ $side = cpu ] && continue
+      echo "$m ($side):"
+      "$PY" "$CARRY/diff_checkpoints.py" "$LOGS/ck-$m-cpu.txt" \
+        "$LOGS/ck-$m-$side.txt" --max 1e-5 > "$LOGS/ck-$m-$side.diff" 2>&1 || S=1
+      tail -12 "$LOGS/ck-$m-$side.diff"
+    done
+    rm -f "$LOGS/ck-$m-"*.txt  # tens of MB each
   done
   result ckdiff $S
 fi

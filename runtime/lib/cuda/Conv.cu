@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 
@@ -261,6 +262,15 @@ __global__ void hwioToOhwi(const T *In, T *Out, int64_t KHW, int64_t Ci,
 }
 
 #ifdef MDRT_HAVE_CUDNN
+/// Whether MDRT_CUDNN_FIND asks for timed algorithm choice (set, not "0").
+static bool timeCudnnAlgorithms() {
+  static const bool On = [] {
+    const char *V = std::getenv("MDRT_CUDNN_FIND");
+    return V && *V && std::strcmp(V, "0") != 0;
+  }();
+  return On;
+}
+
 /// Algorithms that compute in a transformed domain (FFT, Winograd).
 static bool isTransformAlgo(cudnnConvolutionFwdAlgo_t A) {
   return A == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
@@ -483,22 +493,61 @@ private:
             Found = true;
           }
     };
+    // MDRT_CUDNN_FIND=1: rank the algorithms by running them on scratch
+    // tensors (cudnnFind*AlgorithmEx, as PyTorch's cudnn.benchmark does)
+    // rather than by cuDNN's heuristics, whose first pick for the CNN's
+    // second convolution took 3.5x the time of the one PyTorch found. Not
+    // the default until measured on a GPU (docs/Cuda.md); scratch that does
+    // not fit falls back to the heuristics.
+    struct {
+      bool Ok = false;
+      DeviceBuffer X, F, Y, Work;
+    } Timed;
+    if (Mode != ConvMode::BackwardFilter && timeCudnnAlgorithms()) {
+      auto Zeroed = [](DeviceBuffer &B, size_t Bytes) {
+        return B.allocate(Bytes).isOk() &&
+               cudaMemset(B.get(), 0, Bytes) == cudaSuccess;
+      };
+      Timed.Ok =
+          Zeroed(Timed.X, size_t(G.N * G.H * G.W * G.C) * sizeof(T)) &&
+          Zeroed(Timed.F, size_t(G.KH * G.KW * G.C * G.Co) * sizeof(T)) &&
+          Zeroed(Timed.Y, size_t(G.N * G.OH * G.OW * G.Co) * sizeof(T)) &&
+          Timed.Work.allocate(MaxWorkspace).isOk();
+      if (!Timed.Ok)
+        cudaGetLastError(); // A failed cudaMalloc is not sticky.
+    }
     switch (Mode) {
     case ConvMode::Forward: {
       cudnnConvolutionFwdAlgoPerf_t Perf[MaxAlgos];
-      MDRT_RETURN_IF_ERROR(
-          Try(cudnnGetConvolutionForwardAlgorithm_v7(
-                  H, XDesc, FDesc, CDesc, YDesc, MaxAlgos, &Got, Perf),
-              "cudnnGetConvolutionForwardAlgorithm_v7"));
+      if (Timed.Ok)
+        MDRT_RETURN_IF_ERROR(
+            Try(cudnnFindConvolutionForwardAlgorithmEx(
+                    H, XDesc, Timed.X.get(), FDesc, Timed.F.get(), CDesc, YDesc,
+                    Timed.Y.get(), MaxAlgos, &Got, Perf, Timed.Work.get(),
+                    Timed.Work.size()),
+                "cudnnFindConvolutionForwardAlgorithmEx"));
+      else
+        MDRT_RETURN_IF_ERROR(
+            Try(cudnnGetConvolutionForwardAlgorithm_v7(
+                    H, XDesc, FDesc, CDesc, YDesc, MaxAlgos, &Got, Perf),
+                "cudnnGetConvolutionForwardAlgorithm_v7"));
       Pick(Perf, FwdAlgo);
       break;
     }
     case ConvMode::BackwardData: {
       cudnnConvolutionBwdDataAlgoPerf_t Perf[MaxAlgos];
-      MDRT_RETURN_IF_ERROR(
-          Try(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                  H, FDesc, YDesc, CDesc, XDesc, MaxAlgos, &Got, Perf),
-              "cudnnGetConvolutionBackwardDataAlgorithm_v7"));
+      if (Timed.Ok)
+        MDRT_RETURN_IF_ERROR(
+            Try(cudnnFindConvolutionBackwardDataAlgorithmEx(
+                    H, FDesc, Timed.F.get(), YDesc, Timed.Y.get(), CDesc, XDesc,
+                    Timed.X.get(), MaxAlgos, &Got, Perf, Timed.Work.get(),
+                    Timed.Work.size()),
+                "cudnnFindConvolutionBackwardDataAlgorithmEx"));
+      else
+        MDRT_RETURN_IF_ERROR(
+            Try(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                    H, FDesc, YDesc, CDesc, XDesc, MaxAlgos, &Got, Perf),
+                "cudnnGetConvolutionBackwardDataAlgorithm_v7"));
       Pick(Perf, DataAlgo);
       break;
     }
