@@ -271,6 +271,17 @@ static bool timeCudnnAlgorithms() {
   return On;
 }
 
+/// Says once that MDRT_CUDNN_FIND could not time a convolution's algorithms.
+static void noteTimingSkipped(const char *Why) {
+  static std::once_flag Once;
+  std::call_once(Once, [&] {
+    std::fprintf(stderr,
+                 "note: MDRT_CUDNN_FIND: cannot time a convolution's "
+                 "algorithms (%s); cuDNN's heuristics choose them\n",
+                 Why);
+  });
+}
+
 /// Algorithms that compute in a transformed domain (FFT, Winograd).
 static bool isTransformAlgo(cudnnConvolutionFwdAlgo_t A) {
   return A == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
@@ -323,6 +334,7 @@ public:
       Status S = initCudnn();
       if (!S.isOk()) {
         UseCudnn = false;
+        cudaGetLastError(); // A failed allocation must not fail a launch.
         static std::once_flag Once;
         std::call_once(Once, [&] {
           std::fprintf(stderr,
@@ -390,7 +402,7 @@ private:
   /// made and multiplied ChunkRows rows at a time (at most 256 MiB).
   Status initFilterGemm() {
     int64_t Kc = G.KH * G.KW * G.C, Rows = G.N * G.OH * G.OW;
-    if (Kc > INT32_MAX || G.Co > INT32_MAX)
+    if (Kc > INT32_MAX - 32 || G.Co > INT32_MAX)
       return Status::error("convolution filters of more than 2^31 elements "
                            "are not supported on GPUs");
     constexpr int64_t MaxCol = int64_t(256) << 20;
@@ -475,17 +487,30 @@ private:
     int Got = 0;
     size_t Work = 0;
     bool Found = false;
-    // In the heuristics' ranking, the first deterministic float32 (FMA)
-    // algorithm that fits; one computed like a matrix product before the
-    // FFT and Winograd ones, whose rounding is further from the CPU's
-    // direct convolution.
+    // MDRT_CUDNN_FIND=1: rank the algorithms by running them on scratch
+    // tensors (cudnnFind*AlgorithmEx, as PyTorch's cudnn.benchmark does)
+    // rather than by cuDNN's heuristics, whose first pick for the CNN's
+    // second convolution took 3.5x the time of the one PyTorch found. Not
+    // the default until measured on a GPU (docs/Cuda.md). Scratch that does
+    // not fit, or a timing that fails, leaves the choice to the heuristics
+    // (with a note). The scratch is freed before the kernel's own buffers
+    // are allocated.
+    struct {
+      bool Ok = false;
+      DeviceBuffer X, F, Y, Work;
+    } Timed;
+    // In the ranking, the first deterministic float32 (FMA) algorithm that
+    // fits; one computed like a matrix product before the FFT and Winograd
+    // ones, whose rounding is further from the CPU's direct convolution.
+    // Timed entries must have been timed with FMA math (a default-math
+    // time may be TF32's).
     auto Pick = [&](auto *Perf, auto &Algo) {
       for (int Pass = 0; Pass < 2 && !Found; ++Pass)
         for (int K = 0; K < Got && !Found; ++K)
           if (Perf[K].status == CUDNN_STATUS_SUCCESS &&
               Perf[K].determinism == CUDNN_DETERMINISTIC &&
               (Perf[K].mathType == CUDNN_FMA_MATH ||
-               Perf[K].mathType == CUDNN_DEFAULT_MATH) &&
+               (!Timed.Ok && Perf[K].mathType == CUDNN_DEFAULT_MATH)) &&
               Perf[K].memory <= MaxWorkspace &&
               (Pass == 1 || !isTransformAlgo(Perf[K].algo))) {
             Algo = Perf[K].algo;
@@ -493,40 +518,38 @@ private:
             Found = true;
           }
     };
-    // MDRT_CUDNN_FIND=1: rank the algorithms by running them on scratch
-    // tensors (cudnnFind*AlgorithmEx, as PyTorch's cudnn.benchmark does)
-    // rather than by cuDNN's heuristics, whose first pick for the CNN's
-    // second convolution took 3.5x the time of the one PyTorch found. Not
-    // the default until measured on a GPU (docs/Cuda.md); scratch that does
-    // not fit falls back to the heuristics.
-    struct {
-      bool Ok = false;
-      DeviceBuffer X, F, Y, Work;
-    } Timed;
     if (Mode != ConvMode::BackwardFilter && timeCudnnAlgorithms()) {
-      auto Zeroed = [](DeviceBuffer &B, size_t Bytes) {
+      // Zeroed on the device's stream, which cuDNN's timing runs on.
+      auto Zeroed = [&](DeviceBuffer &B, size_t Bytes) {
         return B.allocate(Bytes).isOk() &&
-               cudaMemset(B.get(), 0, Bytes) == cudaSuccess;
+               cudaMemsetAsync(B.get(), 0, Bytes, Ctx->Stream) == cudaSuccess;
       };
       Timed.Ok =
           Zeroed(Timed.X, size_t(G.N * G.H * G.W * G.C) * sizeof(T)) &&
           Zeroed(Timed.F, size_t(G.KH * G.KW * G.C * G.Co) * sizeof(T)) &&
           Zeroed(Timed.Y, size_t(G.N * G.OH * G.OW * G.Co) * sizeof(T)) &&
           Timed.Work.allocate(MaxWorkspace).isOk();
-      if (!Timed.Ok)
+      if (!Timed.Ok) {
         cudaGetLastError(); // A failed cudaMalloc is not sticky.
+        noteTimingSkipped("no device memory for the scratch tensors");
+      }
     }
+    // A failed timing: the heuristics choose.
+    auto Timing = [&](cudnnStatus_t E) {
+      if (E == CUDNN_STATUS_SUCCESS)
+        return true;
+      cudaGetLastError();
+      noteTimingSkipped(cudnnGetErrorString(E));
+      Timed.Ok = false;
+      return false;
+    };
     switch (Mode) {
     case ConvMode::Forward: {
       cudnnConvolutionFwdAlgoPerf_t Perf[MaxAlgos];
-      if (Timed.Ok)
-        MDRT_RETURN_IF_ERROR(
-            Try(cudnnFindConvolutionForwardAlgorithmEx(
-                    H, XDesc, Timed.X.get(), FDesc, Timed.F.get(), CDesc, YDesc,
-                    Timed.Y.get(), MaxAlgos, &Got, Perf, Timed.Work.get(),
-                    Timed.Work.size()),
-                "cudnnFindConvolutionForwardAlgorithmEx"));
-      else
+      if (!Timed.Ok || !Timing(cudnnFindConvolutionForwardAlgorithmEx(
+                           H, XDesc, Timed.X.get(), FDesc, Timed.F.get(), CDesc,
+                           YDesc, Timed.Y.get(), MaxAlgos, &Got, Perf,
+                           Timed.Work.get(), Timed.Work.size())))
         MDRT_RETURN_IF_ERROR(
             Try(cudnnGetConvolutionForwardAlgorithm_v7(
                     H, XDesc, FDesc, CDesc, YDesc, MaxAlgos, &Got, Perf),
@@ -536,14 +559,10 @@ private:
     }
     case ConvMode::BackwardData: {
       cudnnConvolutionBwdDataAlgoPerf_t Perf[MaxAlgos];
-      if (Timed.Ok)
-        MDRT_RETURN_IF_ERROR(
-            Try(cudnnFindConvolutionBackwardDataAlgorithmEx(
-                    H, FDesc, Timed.F.get(), YDesc, Timed.Y.get(), CDesc, XDesc,
-                    Timed.X.get(), MaxAlgos, &Got, Perf, Timed.Work.get(),
-                    Timed.Work.size()),
-                "cudnnFindConvolutionBackwardDataAlgorithmEx"));
-      else
+      if (!Timed.Ok || !Timing(cudnnFindConvolutionBackwardDataAlgorithmEx(
+                           H, FDesc, Timed.F.get(), YDesc, Timed.Y.get(), CDesc,
+                           XDesc, Timed.X.get(), MaxAlgos, &Got, Perf,
+                           Timed.Work.get(), Timed.Work.size())))
         MDRT_RETURN_IF_ERROR(
             Try(cudnnGetConvolutionBackwardDataAlgorithm_v7(
                     H, FDesc, YDesc, CDesc, XDesc, MaxAlgos, &Got, Perf),
@@ -554,6 +573,10 @@ private:
     case ConvMode::BackwardFilter: // im2col and cuBLAS (initFilterGemm).
       return Status::ok();
     }
+    Timed.X.release();
+    Timed.F.release();
+    Timed.Y.release();
+    Timed.Work.release();
     if (!Found)
       return Status::ok(); // The own kernels then.
     // The descriptor stays at CUDNN_FMA_MATH whatever math type the

@@ -143,6 +143,8 @@ public:
   DeviceBuffer(const DeviceBuffer &) = delete;
   DeviceBuffer &operator=(const DeviceBuffer &) = delete;
   Status allocate(size_t Bytes);
+  /// Frees the memory now.
+  void release();
   void *get() const { return P; }
   size_t size() const { return Size; }
 

@@ -83,9 +83,13 @@ Status cuda::typeError(const KernelInfo &I, DType T) {
                        dtypeName(T));
 }
 
-DeviceBuffer::~DeviceBuffer() {
+DeviceBuffer::~DeviceBuffer() { release(); }
+
+void DeviceBuffer::release() {
   if (P)
     cudaFree(P);
+  P = nullptr;
+  Size = 0;
 }
 
 Status DeviceBuffer::allocate(size_t Bytes) {
