@@ -39,6 +39,8 @@ Status cuda::activate(Device &) { return Status::ok(); }
 Status cuda::setStep(Device &, uint64_t) { return Status::ok(); }
 void *cuda::allocPinned(size_t) { return nullptr; }
 void cuda::freePinned(void *) {}
+bool cuda::pinHostMemory(void *, size_t) { return false; }
+void cuda::unpinHostMemory(void *) {}
 void cuda::copyFromHostAsync(Device &D, void *Dst, const void *Src,
                              size_t Bytes) {
   D.copyFromHost(Dst, Src, Bytes);

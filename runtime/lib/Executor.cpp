@@ -269,6 +269,15 @@ struct Executor::Impl {
   /// number their kernels alike but must not draw the same masks.
   uint64_t KernelSeed = 0;
   std::vector<std::unique_ptr<Device>> Devices;
+  /// CPU device memory page-locked for the GPUs (MDRT_CUDA_PIN_HOST=1);
+  /// declared after Devices, so unpinned before the devices free it.
+  struct PinnedHost {
+    std::vector<void *> Regions;
+    ~PinnedHost() {
+      for (void *P : Regions)
+        cuda::unpinHostMemory(P);
+    }
+  } Pinned;
   std::vector<uint8_t *> BufPtr;
   std::vector<TensorDesc> BufType;
 
@@ -462,6 +471,7 @@ struct Executor::Impl {
   }
 
   Status createDevices(std::vector<std::string> &Notes);
+  void pinHostMemoryForGpus();
   Status createProgram(const fb::Program &FP);
   void runDevice(Program &Prog, int ProgIndex, uint32_t Dev, uint64_t Step);
   void execSlot(Program &Prog, Slot &S, Device &Dev, uint64_t Step);
@@ -600,6 +610,7 @@ Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
     if (!Persistent[I])
       Persistent[I] = Devices[I]->persistent();
   }
+  pinHostMemoryForGpus();
   size_t NB = P->buffers() ? P->buffers()->size() : 0;
   BufPtr.resize(NB);
   BufType.resize(NB);
@@ -614,6 +625,39 @@ Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
   }
   Trace.resize(Devices.size());
   return Status::ok();
+}
+
+/// MDRT_CUDA_PIN_HOST=1 (not the default until measured on a GPU,
+/// docs/Cuda.md): page-locks the memory of this executor's CPU devices when
+/// it also has GPU devices, so that the weights and gradients of the
+/// default deployment (variables on the CPU) move between host and GPU by
+/// DMA, without the GPU thread staging them. Safe because a buffer another
+/// device reads stays unchanged to the end of the step, when every device
+/// is synchronized, and a CPU kernel that overwrites what a GPU copy reads
+/// waits for that GPU's event first. Memory that cannot be pinned stays as
+/// it is.
+void Executor::Impl::pinHostMemoryForGpus() {
+  const char *V = std::getenv("MDRT_CUDA_PIN_HOST");
+  if (!V || !*V || std::strcmp(V, "0") == 0)
+    return;
+  bool AnyGpu = false;
+  for (const auto &D : Devices)
+    AnyGpu |= D->kind() == DeviceKind::GPU;
+  if (!AnyGpu)
+    return;
+  for (size_t I = 0; I < Devices.size(); ++I) {
+    Device &D = *Devices[I];
+    if (D.kind() != DeviceKind::CPU || !isLocal(uint32_t(I)))
+      continue;
+    const fb::Device *FD = P->devices()->Get(uint32_t(I));
+    // A server's shared persistent memory is not this device's to pin.
+    std::pair<uint8_t *, uint64_t> Regions[] = {
+        {D.arena(), FD->arena_bytes()},
+        {D.persistent(), isServer() ? 0 : FD->persistent_bytes()}};
+    for (auto [Ptr, Bytes] : Regions)
+      if (cuda::pinHostMemory(Ptr, size_t(Bytes)))
+        Pinned.Regions.push_back(Ptr);
+  }
 }
 
 Status Executor::Impl::createProgram(const fb::Program &FP) {

@@ -18,6 +18,8 @@
 #   memcheck  compute-sanitizer on a few steps (eager, graphs, shared GPU);
 #   accuracy  MLP (MLP_EPOCHS, 15) and CNN (CNN_EPOCHS, 20) on Fashion-MNIST
 #             against 88.3% and 91.6%;
+#   pin       MDRT_CUDA_PIN_HOST=1 (page-locked CPU device memory) on the
+#             default placement: same losses (1e-6), and its step time;
 #   bench     mdrun CNN per-step time against PyTorch eager and CUDA graphs
 #             (bench/gpu/cnn_torch_gpu.py, the mirrored plan: everything on
 #             the GPU, as PyTorch has it).
@@ -42,7 +44,7 @@ BUILD=${BUILD:-$ROOT/build-gpu}
 LOGS=${LOGS:-$ROOT/gpu-checks}
 PY=${PYTHON:-python3}
 JOBS=${JOBS:-$(nproc)}
-CHECKS=" ${CHECKS:-losses ckdiff shared graph bench accuracy memcheck} "
+CHECKS=" ${CHECKS:-losses ckdiff shared graph bench pin accuracy memcheck} "
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-$((RUN_TIMEOUT * 2))}
 ACCURACY_TIMEOUT=${ACCURACY_TIMEOUT:-$((RUN_TIMEOUT * 4))}
@@ -238,6 +240,34 @@ if want accuracy; then
       "${ACC:-0}" "$3" || S=1
   done
   result accuracy $S
+fi
+
+if want pin; then
+  echo "== 7. MDRT_CUDA_PIN_HOST=1: the CPU device's memory page-locked"
+  # The default placement (variables and Adam on the CPU) with pinned host
+  # memory: the same losses as without, and its time per step beside.
+  S=0
+  for m in mlp cnn; do
+    [ -s "$LOGS/$m-gpu.log" ] || run20 "$P/$m.mdp" "$LOGS/$m-gpu.log" || {
+      cat "$LOGS/$m-gpu.log"; S=1; continue; }
+    timed "$RUN_TIMEOUT" env MDRT_CUDA_PIN_HOST=1 "$MDRUN" "$P/$m.mdp" \
+      --data="$DATA" --steps=20 --no-shuffle --no-eval --print-losses \
+      --log-every=0 --no-progress > "$LOGS/$m-pin.log" 2>&1 || {
+      cat "$LOGS/$m-pin.log"; S=1; continue; }
+    echo -n "$m: "; compare 1e-6 "$LOGS/$m-gpu.log" "$LOGS/$m-pin.log" || S=1
+  done
+  for pin in 0 1; do
+    T=()
+    for n in 50 350; do
+      T+=("$(timed "$RUN_TIMEOUT" env MDRT_CUDA_PIN_HOST=$pin "$MDRUN" \
+        "$P/cnn.mdp" --data="$DATA" --steps=$n --no-shuffle --no-eval \
+        --log-every=0 --no-progress 2>&1 |
+        sed -n 's/^done: [0-9]* steps in \([0-9.e+-]*\) s.*/\1/p')")
+    done
+    "$PY" -c "import sys; a, b = map(float, sys.argv[1:3]); print('cnn, default placement, MDRT_CUDA_PIN_HOST=%s: %.3f ms/step' % (sys.argv[3], (b - a) / 300 * 1000))" \
+      "${T[0]:-0}" "${T[1]:-0}" "$pin" 2>&1 | tee -a "$LOGS/pin.log" || S=1
+  done
+  result pin $S
 fi
 
 if want memcheck; then

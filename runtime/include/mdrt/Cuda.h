@@ -40,6 +40,13 @@ Status setStep(Device &D, uint64_t Step);
 void *allocPinned(size_t Bytes);
 void freePinned(void *P);
 
+/// Page-locks \p Bytes of existing host memory at \p P (cudaHostRegister),
+/// so that copies between it and GPUs run asynchronously at full speed;
+/// false when it cannot (the memory stays as it was). unpinHostMemory()
+/// before the memory is freed.
+bool pinHostMemory(void *P, size_t Bytes);
+void unpinHostMemory(void *P);
+
 /// Copies host memory to \p D asynchronously on its stream (\p Src should
 /// be pinned, and unchanged until \p D is synchronized).
 void copyFromHostAsync(Device &D, void *Dst, const void *Src, size_t Bytes);

@@ -964,6 +964,21 @@ void cuda::freePinned(void *P) {
     cudaFreeHost(P);
 }
 
+bool cuda::pinHostMemory(void *P, size_t Bytes) {
+  if (!P || !Bytes)
+    return false;
+  if (cudaHostRegister(P, Bytes, cudaHostRegisterPortable) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+void cuda::unpinHostMemory(void *P) {
+  if (P && cudaHostUnregister(P) != cudaSuccess)
+    cudaGetLastError();
+}
+
 void cuda::copyFromHostAsync(Device &D, void *Dst, const void *Src,
                              size_t Bytes) {
   CudaDevice *C = asCuda(D);
