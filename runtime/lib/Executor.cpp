@@ -640,20 +640,21 @@ void Executor::Impl::pinHostMemoryForGpus() {
   const char *V = std::getenv("MDRT_CUDA_PIN_HOST");
   if (!V || !*V || std::strcmp(V, "0") == 0)
     return;
+  // Only this process's GPUs read the memory (a ps server's executors see
+  // the workers' GPUs as remote stand-ins).
   bool AnyGpu = false;
-  for (const auto &D : Devices)
-    AnyGpu |= D->kind() == DeviceKind::GPU;
-  if (!AnyGpu)
+  for (size_t I = 0; I < Devices.size(); ++I)
+    AnyGpu |= isLocal(uint32_t(I)) && Devices[I]->kind() == DeviceKind::GPU;
+  if (!AnyGpu || isServer())
     return;
   for (size_t I = 0; I < Devices.size(); ++I) {
     Device &D = *Devices[I];
     if (D.kind() != DeviceKind::CPU || !isLocal(uint32_t(I)))
       continue;
     const fb::Device *FD = P->devices()->Get(uint32_t(I));
-    // A server's shared persistent memory is not this device's to pin.
     std::pair<uint8_t *, uint64_t> Regions[] = {
         {D.arena(), FD->arena_bytes()},
-        {D.persistent(), isServer() ? 0 : FD->persistent_bytes()}};
+        {D.persistent(), FD->persistent_bytes()}};
     for (auto [Ptr, Bytes] : Regions)
       if (cuda::pinHostMemory(Ptr, size_t(Bytes)))
         Pinned.Regions.push_back(Ptr);

@@ -254,7 +254,13 @@ if want pin; then
       --data="$DATA" --steps=20 --no-shuffle --no-eval --print-losses \
       --log-every=0 --no-progress > "$LOGS/$m-pin.log" 2>&1 || {
       cat "$LOGS/$m-pin.log"; S=1; continue; }
-    echo -n "$m: "; compare 1e-6 "$LOGS/$m-gpu.log" "$LOGS/$m-pin.log" || S=1
+    # And with CUDA graphs, whose segments replay between the copies.
+    timed "$RUN_TIMEOUT" env MDRT_CUDA_PIN_HOST=1 "$MDRUN" "$P/$m.mdp" \
+      --data="$DATA" --steps=20 --no-shuffle --no-eval --print-losses \
+      --log-every=0 --no-progress --cuda-graph > "$LOGS/$m-pin-graph.log" 2>&1 || {
+      cat "$LOGS/$m-pin-graph.log"; S=1; continue; }
+    echo -n "$m: "; compare 1e-6 "$LOGS/$m-gpu.log" "$LOGS/$m-pin.log" \
+      "$LOGS/$m-pin-graph.log" || S=1
   done
   for pin in 0 1; do
     T=()
