@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Per-step time of the TF-tutorial CNN on one GPU, side by side in one run:
+"""Per-step time of the TF-tutorial CNN (or, with --model resnet, the
+ResNet example) on one GPU, side by side in one run:
 mdrun (eager and --cuda-graph, each also with MDRT_CUDNN_FIND=1) against
 PyTorch eager and PyTorch with torch.cuda.graphs, same model, batch,
 optimizer and data.
@@ -60,10 +61,24 @@ class CNN(nn.Module):
         return self.logits(x)
 
 
-def torch_step_ms(images, labels, batch, warmup, steps, graphs):
-    dev = torch.device("cuda")
+def make_model(name):
+    """The model and whether it has a regularization loss."""
+    if name == "cnn":
+        return CNN(), False
+    # bench/torch_models.py's ResNet (examples/fashion_resnet.mdg): batch
+    # norm, L2 on every kernel.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    ".."))
+    import torch_models
+    return torch_models.ResNet(), True
+
+
+def torch_step_ms(model_name, images, labels, batch, warmup, steps, graphs,
+                  device="cuda"):
+    dev = torch.device(device)
     torch.manual_seed(1)
-    model = CNN().to(dev)
+    model, has_reg = make_model(model_name)
+    model = model.to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3,
                            capturable=graphs)
     n = images.shape[0] // batch
@@ -77,6 +92,8 @@ def torch_step_ms(images, labels, batch, warmup, steps, graphs):
     def step():
         opt.zero_grad(set_to_none=False)
         loss = F.cross_entropy(model(sx), sy)
+        if has_reg:
+            loss = loss + model.reg_loss()
         loss.backward()
         opt.step()
         return loss
@@ -107,6 +124,11 @@ def torch_step_ms(images, labels, batch, warmup, steps, graphs):
 
     for i in range(warmup):
         run(i)
+    if device != "cuda":  # a smoke test of the script on a CPU
+        t = time.perf_counter()
+        for i in range(steps):
+            run(warmup + i)
+        return 1000.0 * (time.perf_counter() - t) / steps
     torch.cuda.synchronize()
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
@@ -135,15 +157,22 @@ def mdrun_seconds(mdrun, plan, data, steps, extra, env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mdrun", required=True)
+    ap.add_argument("--model", choices=("cnn", "resnet"), default="cnn")
     ap.add_argument("--plan", required=True,
-                    help="the CNN planned for one GPU (batch 100)")
+                    help="the model planned for one GPU, --strategy=mirrored")
     ap.add_argument("--data", required=True)
-    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--batch", type=int,
+                    help="the plan's batch (cnn 100, resnet 64)")
+    ap.add_argument("--device", default="cuda",
+                    help="cpu: a smoke test of this script (no CUDA graphs)")
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--only", choices=("torch-eager", "torch-graph"),
                     help="run one PyTorch variant alone (for a profiler)")
     a = ap.parse_args()
+    if a.batch is None:
+        a.batch = {"cnn": 100, "resnet": 64}[a.model]
+    gpu = a.device == "cuda"
 
     # Same precision on both sides: no TF32.
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -153,9 +182,12 @@ def main():
     images = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz"))
     labels = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))
 
+    def torch_ms(graphs):
+        return torch_step_ms(a.model, images, labels, a.batch, a.warmup,
+                             a.steps, graphs, a.device)
+
     if a.only:
-        ms = torch_step_ms(images, labels, a.batch, a.warmup, a.steps,
-                           a.only == "torch-graph")
+        ms = torch_ms(a.only == "torch-graph")
         print("%s: %.3f ms/step" % (a.only, ms))
         return
 
@@ -175,13 +207,13 @@ def main():
         for line in log.splitlines():
             if line.startswith("note: cuda graph"):
                 print(line)
-    rows.append(("torch eager", torch_step_ms(images, labels, a.batch,
-                                              a.warmup, a.steps, False)))
-    rows.append(("torch cuda graph", torch_step_ms(images, labels, a.batch,
-                                                   a.warmup, a.steps, True)))
+    rows.append(("torch eager", torch_ms(False)))
+    if gpu:
+        rows.append(("torch cuda graph", torch_ms(True)))
 
-    print("CNN, batch %d, %d steps after %d warm-up, %s, torch %s" % (
-        a.batch, a.steps, a.warmup, torch.cuda.get_device_name(0),
+    print("%s, batch %d, %d steps after %d warm-up, %s, torch %s" % (
+        a.model.upper() if a.model == "cnn" else "ResNet", a.batch, a.steps,
+        a.warmup, torch.cuda.get_device_name(0) if gpu else a.device,
         torch.__version__))
     for name, ms in rows:
         print("  %-27s %8.3f ms/step" % (name, ms))
@@ -189,7 +221,8 @@ def main():
     for m in ("mdrun", "mdrun --cuda-graph", "mdrun, timed cuDNN",
               "mdrun --cuda-graph, timed"):
         for t in ("torch eager", "torch cuda graph"):
-            print("  %-27s / %-18s %.2fx" % (m, t, base[m] / base[t]))
+            if t in base:
+                print("  %-27s / %-18s %.2fx" % (m, t, base[m] / base[t]))
 
 
 if __name__ == "__main__":

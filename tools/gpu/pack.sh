@@ -52,6 +52,8 @@ P=$OUT/plans
 # averages, a mean over H and W) and an SGD CNN for one-step checkpoint
 # diffs (run-gpu-checks.sh's ckdiff).
 "$MDPLAN" "$ROOT/examples/fashion_resnet.mdg" --num-clones=1 -o "$P/resnet.mdp"
+"$MDPLAN" "$ROOT/examples/fashion_resnet.mdg" --num-clones=1 \
+  --strategy=mirrored -o "$P/resnet-mirrored.mdp"
 "$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \
   --optimizer=sgd --learning-rate=0.1 -o "$P/cnn-sgd.mdp"
 "$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \

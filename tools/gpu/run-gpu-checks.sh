@@ -20,7 +20,8 @@
 #             against 88.3% and 91.6%;
 #   pin       MDRT_CUDA_PIN_HOST=1 (page-locked CPU device memory) on the
 #             default placement: same losses (1e-6), and its step time;
-#   bench     mdrun CNN per-step time against PyTorch eager and CUDA graphs
+#   bench     mdrun CNN (and ResNet) per-step time against PyTorch eager and
+#             CUDA graphs
 #             (bench/gpu/cnn_torch_gpu.py, the mirrored plan: everything on
 #             the GPU, as PyTorch has it).
 # The build is incremental (BUILD, default build-gpu/), so the checks can be
@@ -219,11 +220,17 @@ if want graph; then
 fi
 
 if want bench; then
-  echo "== 6. CNN per-step time: mdrun against PyTorch"
+  echo "== 6. per-step time: mdrun against PyTorch (the CNN, then the ResNet)"
+  S=0
   timed $((RUN_TIMEOUT * 2)) "$PY" "$ROOT/bench/gpu/cnn_torch_gpu.py" \
     --mdrun "$MDRUN" --plan "$P/cnn-mirrored.mdp" --data "$DATA" 2>&1 |
     tee "$LOGS/bench.log"
-  result bench "${PIPESTATUS[0]}"
+  [ "${PIPESTATUS[0]}" = 0 ] || S=1
+  timed $((RUN_TIMEOUT * 2)) "$PY" "$ROOT/bench/gpu/cnn_torch_gpu.py" \
+    --model resnet --mdrun "$MDRUN" --plan "$P/resnet-mirrored.mdp" \
+    --data "$DATA" --steps 200 2>&1 | tee "$LOGS/bench-resnet.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || S=1
+  result bench $S
 fi
 
 if want accuracy; then
