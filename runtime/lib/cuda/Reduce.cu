@@ -105,9 +105,9 @@ __global__ void reduceSmallKernel(ReducePlan P, const T *X, T *Y, bool Mean) {
 }
 
 /// Column sums of a row-major [Rows, Cols] matrix (BiasAddGrad, the sum
-/// over the batch of a broadcast's gradient), first pass: block (X, Y) of
-/// ColumnBlock threads sums the rows of band Y of columns X * 32 .. + 31 into
-/// one double per column. Consecutive threads read consecutive columns of a
+/// over the batch of a broadcast's gradient), first pass: block (X, Y), of
+/// 32 x ColumnBlockY threads, sums the rows of band Y of columns
+/// X * 32 .. X * 32 + 31 into one double per column. Consecutive threads read consecutive columns of a
 /// row, so the reads are coalesced; the bands spread the rows over the GPU.
 constexpr int ColumnBlockY = 16;
 template <typename T>
@@ -167,8 +167,8 @@ public:
     Cols = P.KDims[0];
     Rows = P.RDims[0];
     // About 8 blocks of 512 threads per multiprocessor of an H100 in all,
-    // at most 128 bands (the second pass adds them one by one), at least
-    // 4 rows per thread of a band.
+    // at most 128 bands (a warp of the second pass adds a column's bands,
+    // 4 per lane), at least 4 rows per thread of a band.
     int64_t ColBlocks = (Cols + 31) / 32;
     int64_t Bands = std::max<int64_t>(1, 1024 / ColBlocks);
     Bands = std::min<int64_t>(
