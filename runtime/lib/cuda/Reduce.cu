@@ -107,8 +107,9 @@ __global__ void reduceSmallKernel(ReducePlan P, const T *X, T *Y, bool Mean) {
 /// Column sums of a row-major [Rows, Cols] matrix (BiasAddGrad, the sum
 /// over the batch of a broadcast's gradient), first pass: block (X, Y), of
 /// 32 x ColumnBlockY threads, sums the rows of band Y of columns
-/// X * 32 .. X * 32 + 31 into one double per column. Consecutive threads read consecutive columns of a
-/// row, so the reads are coalesced; the bands spread the rows over the GPU.
+/// X * 32 .. X * 32 + 31 into one double per column. Consecutive threads read
+/// consecutive columns of a row, so the reads are coalesced; the bands spread
+/// the rows over the GPU.
 constexpr int ColumnBlockY = 16;
 template <typename T>
 __global__ void columnPartialKernel(const T *X, double *Partial, int64_t Rows,
