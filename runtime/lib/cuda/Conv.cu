@@ -5,12 +5,13 @@
 //===----------------------------------------------------------------------===//
 //
 // MatMul through cuBLAS (row-major products as column-major ones with the
-// operands swapped). Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter
-// on NHWC images and HWIO filters: cuDNN for float32 with symmetric padding
-// (filters transposed to cuDNN's KRSC layout, i.e. OHWI, per run, and the
-// filter gradient back; FMA math, no TF32, deterministic algorithms), own
-// direct kernels otherwise (float64, TensorFlow's asymmetric SAME padding,
-// builds without cuDNN). MaxPool and MaxPoolGrad are own kernels with the
+// operands swapped). Convolutions on NHWC images and HWIO filters:
+// Conv2DBackpropFilter as im2col and one cuBLAS product, any type and
+// padding; Conv2D and Conv2DBackpropInput through cuDNN for float32 with
+// symmetric padding (filters transposed to cuDNN's KRSC layout, i.e. OHWI,
+// per run; FMA math, no TF32, deterministic algorithms), own direct kernels
+// otherwise (float64, TensorFlow's asymmetric SAME padding, builds without
+// cuDNN). MaxPool and MaxPoolGrad are own kernels with the
 // CPU's tie rule (the first maximum of a window in row-major order gets the
 // gradient), which cuDNN does not promise.
 //
