@@ -21,7 +21,6 @@ do not count). PyTorch's is measured with CUDA events around S steps after
 W warm-up steps. Prints one line per variant and the ratios.
 """
 import argparse
-import gzip
 import os
 import re
 import subprocess
@@ -30,47 +29,18 @@ import time
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big")
-            for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8,
-                         offset=4 + 4 * ndim).reshape(dims)
-
-
-class CNN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 5, padding=2)
-        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
-        self.dense = nn.Linear(3136, 1024)
-        self.dropout = nn.Dropout(0.4)
-        self.logits = nn.Linear(1024, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = x.flatten(1)
-        x = self.dropout(F.relu(self.dense(x)))
-        return self.logits(x)
+# The models and the IDX reader of the CPU comparison (bench/torch_models.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import torch_models  # noqa: E402
 
 
 def make_model(name):
-    """The model and whether it has a regularization loss."""
-    if name == "cnn":
-        return CNN(), False
-    # bench/torch_models.py's ResNet (examples/fashion_resnet.mdg): batch
-    # norm, L2 on every kernel.
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                    ".."))
-    import torch_models
-    return torch_models.ResNet(), True
+    """bench/torch_models.py's model (the one the CPU comparison uses) and
+    whether it has a regularization loss (the ResNet's L2 on every kernel)."""
+    model = {"cnn": torch_models.CNN, "resnet": torch_models.ResNet}[name]()
+    return model, model.reg_loss() is not None
 
 
 def torch_step_ms(model_name, images, labels, batch, warmup, steps, graphs,
@@ -179,8 +149,8 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
 
-    images = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz"))
-    labels = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))
+    images = torch_models.read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz"))
+    labels = torch_models.read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))
 
     def torch_ms(graphs):
         return torch_step_ms(a.model, images, labels, a.batch, a.warmup,
