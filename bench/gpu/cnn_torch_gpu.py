@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Per-step time of the TF-tutorial CNN (or, with --model resnet, the
 ResNet example) on one GPU, side by side in one run:
-mdrun (eager and --cuda-graph, each also with MDRT_CUDNN_FIND=1) against
+mdrun (eager and --cuda-graph, each also with MDRT_CUDNN_FIND=1, and
+--cuda-graph with MDRT_CUDA_CONV_GEMM=1) against
 PyTorch eager and PyTorch with torch.cuda.graphs, same model, batch,
 optimizer and data.
 
@@ -164,12 +165,15 @@ def main():
     rows = []
     # MDRT_CUDNN_FIND=1: cuDNN algorithms chosen by timing them (not yet
     # mdrun's default; these rows decide whether it should be).
+    # MDRT_CUDA_CONV_GEMM=1: every convolution as im2col and cuBLAS.
     find = {"MDRT_CUDNN_FIND": "1"}
-    for name, extra, env in (
-            ("mdrun", [], {}),
-            ("mdrun --cuda-graph", ["--cuda-graph"], {}),
-            ("mdrun, timed cuDNN", [], find),
-            ("mdrun --cuda-graph, timed", ["--cuda-graph"], find)):
+    gemm = {"MDRT_CUDA_CONV_GEMM": "1"}
+    variants = (("mdrun", [], {}),
+                ("mdrun --cuda-graph", ["--cuda-graph"], {}),
+                ("mdrun, timed cuDNN", [], find),
+                ("mdrun --cuda-graph, timed", ["--cuda-graph"], find),
+                ("mdrun --cuda-graph, im2col", ["--cuda-graph"], gemm))
+    for name, extra, env in variants:
         t0, _ = mdrun_seconds(a.mdrun, a.plan, a.data, a.warmup, extra, env)
         t1, log = mdrun_seconds(a.mdrun, a.plan, a.data, a.warmup + a.steps,
                                 extra, env)
@@ -188,8 +192,7 @@ def main():
     for name, ms in rows:
         print("  %-27s %8.3f ms/step" % (name, ms))
     base = dict(rows)
-    for m in ("mdrun", "mdrun --cuda-graph", "mdrun, timed cuDNN",
-              "mdrun --cuda-graph, timed"):
+    for m, _, _ in variants:
         for t in ("torch eager", "torch cuda graph"):
             if t in base:
                 print("  %-27s / %-18s %.2fx" % (m, t, base[m] / base[t]))

@@ -56,6 +56,8 @@ P=$OUT/plans
   --strategy=mirrored -o "$P/resnet-mirrored.mdp"
 "$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \
   --optimizer=sgd --learning-rate=0.1 -o "$P/cnn-sgd.mdp"
+"$MDPLAN" "$ROOT/examples/fashion_resnet.mdg" --num-clones=1 \
+  --optimizer=sgd --learning-rate=0.1 -o "$P/resnet-sgd.mdp"
 "$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \
   --strategy=mirrored --optimizer=sgd --learning-rate=0.1 \
   -o "$P/cnn-mirrored-sgd.mdp"
@@ -70,6 +72,8 @@ done
 # Small plans for compute-sanitizer.
 "$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \
   --global-batch=16 -o "$P/cnn-small.mdp"
+"$MDPLAN" "$ROOT/examples/fashion_resnet.mdg" --num-clones=1 \
+  --global-batch=8 -o "$P/resnet-small.mdp"
 "$MDPLAN" "$ROOT/examples/fashion_mlp.mdg" --num-clones=2 --gpus-per-worker=2 \
   --strategy=mirrored --global-batch=16 -o "$P/mlp-small-shared.mdp"
 

@@ -9,13 +9,15 @@
 #             recomputed here, 20 steps, 1e-4 relative (the MLP), 1e-3
 #             (the convolutional networks);
 #   ckdiff    one SGD step of the CNN (both placements; also with
-#             MDRT_CUDNN_FIND=1) and the MLP on the GPU and the CPU: every
+#             MDRT_CUDNN_FIND=1 and MDRT_CUDA_CONV_GEMM=1), the ResNet
+#             and the MLP on the GPU and the CPU: every
 #             variable after it, 1e-5 relative to its largest value (names
 #             the tensor behind a losses failure);
 #   shared    2 and 4 clones sharing GPU 0 (ps and mirrored) against one
 #             clone at the combined batch, 1e-4 relative;
 #   graph     --cuda-graph against eager, 1e-6 relative, at least one graph;
-#   memcheck  compute-sanitizer on a few steps (eager, graphs, shared GPU);
+#   memcheck  compute-sanitizer on a few steps (CNN eager, graphs and with
+#             MDRT_CUDA_CONV_GEMM=1, ResNet graphs, shared GPU);
 #   accuracy  MLP (MLP_EPOCHS, 15) and CNN (CNN_EPOCHS, 20) on Fashion-MNIST
 #             against 88.3% and 91.6%;
 #   pin       MDRT_CUDA_PIN_HOST=1 (page-locked CPU device memory) on the
@@ -159,15 +161,18 @@ if want ckdiff; then
   echo "== 1b. one SGD step: GPU variables against the CPU's"
   S=0
   # gpu-find: the GPU with cuDNN's algorithms chosen by timing them
-  # (MDRT_CUDNN_FIND=1), for the convolutional networks.
-  for m in cnn-sgd cnn-mirrored-sgd shared-1-ps; do
-    SIDES="cpu gpu"; [[ $m == cnn* ]] && SIDES="cpu gpu gpu-find"
+  # (MDRT_CUDNN_FIND=1); gpu-gemm: every convolution as im2col and cuBLAS
+  # (MDRT_CUDA_CONV_GEMM=1), for the CNN. The ResNet's strided convolutions
+  # (asymmetric padding) are im2col and cuBLAS in any case.
+  for m in cnn-sgd cnn-mirrored-sgd resnet-sgd shared-1-ps; do
+    SIDES="cpu gpu"; [[ $m == cnn* ]] && SIDES="cpu gpu gpu-find gpu-gemm"
     for side in $SIDES; do
       D=$LOGS/ck-$m-$side
       rm -rf "$D"
       ENV=(); EXTRA=()
       [ $side = cpu ] && ENV=(CUDA_VISIBLE_DEVICES=) && EXTRA=(--soft-placement)
       [ $side = gpu-find ] && ENV=(MDRT_CUDNN_FIND=1)
+      [ $side = gpu-gemm ] && ENV=(MDRT_CUDA_CONV_GEMM=1)
       timed "$RUN_TIMEOUT" env "${ENV[@]}" "$MDRUN" "$P/$m.mdp" "${EXTRA[@]}" \
         --data="$DATA" --steps=1 --no-shuffle --no-eval --log-every=0 \
         --no-progress --checkpoint-dir="$D" --checkpoint-every=1 \
@@ -288,13 +293,17 @@ if want memcheck; then
   S=0
   if command -v compute-sanitizer > /dev/null; then
     I=0
+    # gemm: every convolution as im2col and cuBLAS (MDRT_CUDA_CONV_GEMM=1).
     for args in "cnn-small.mdp" "cnn-small.mdp --cuda-graph" \
+                "gemm cnn-small.mdp" "resnet-small.mdp --cuda-graph" \
                 "mlp-small-shared.mdp --gpu-map=0,0"; do
       set -- $args
+      ENV=()
+      [ "$1" = gemm ] && ENV=(MDRT_CUDA_CONV_GEMM=1) && shift
       PLAN=$1; shift
       I=$((I + 1))
       L=$LOGS/memcheck-$I.log
-      timed "$MEMCHECK_TIMEOUT" compute-sanitizer --tool=memcheck \
+      timed "$MEMCHECK_TIMEOUT" env "${ENV[@]}" compute-sanitizer --tool=memcheck \
         --error-exitcode=1 "$MDRUN" "$P/$PLAN" --synthetic \
         --synthetic-examples=64 --steps=3 --no-eval --log-every=0 \
         "$@" > "$L" 2>&1 || { tail -40 "$L"; S=1; }

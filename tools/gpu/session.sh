@@ -1,8 +1,8 @@
 #!/bin/bash
 # One call of a lent GPU machine, for a session with little device time:
 # the machine's versions, the GPU checks but accuracy (about 2 minutes with
-# the build), a per-kernel profile of the CNN (default cuDNN choice and
-# MDRT_CUDNN_FIND=1), then the accuracy check if BUDGET seconds allow it
+# the build), a per-kernel profile of the CNN (default cuDNN choice,
+# MDRT_CUDNN_FIND=1 and MDRT_CUDA_CONV_GEMM=1), then the accuracy check if BUDGET seconds allow it
 # (about 100 s). Everything lands in $OUT (the device tool's; else
 # gpu-session/): console.log, ncu.txt and logs.tgz.
 #
@@ -35,13 +35,13 @@ D=shared/gpu-carry
 NCU=(ncu --clock-control none --metrics gpu__time_duration.sum --csv
      --print-units base)
 : > "$O/ncu.txt"
-for find in 0 1; do
+for env in MDRT_CUDNN_FIND=0 MDRT_CUDNN_FIND=1 MDRT_CUDA_CONV_GEMM=1; do
   [ "$(left)" -gt 40 ] || break
-  CSV=gpu-checks/ncu-find$find.csv
-  timeout 40 env MDRT_CUDNN_FIND=$find "${NCU[@]}" build-gpu/bin/mdrun \
+  CSV=gpu-checks/ncu-$env.csv
+  timeout 40 env $env "${NCU[@]}" build-gpu/bin/mdrun \
     "$D/plans/cnn-mirrored.mdp" --data="$D/fashion-mnist" --steps=5 \
     --no-shuffle --no-eval --log-every=0 --no-progress > "$CSV" 2>&1
-  echo "== MDRT_CUDNN_FIND=$find" >> "$O/ncu.txt"
+  echo "== $env" >> "$O/ncu.txt"
   python3 tools/gpu/ncu_summary.py "$CSV" --per 5 --top 30 >> "$O/ncu.txt" 2>&1
 done
 tar czf "$O/logs.tgz" gpu-checks 2>/dev/null

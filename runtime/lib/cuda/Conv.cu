@@ -9,11 +9,14 @@
 // Conv2DBackpropFilter as im2col and one cuBLAS product, any type and
 // padding; Conv2D and Conv2DBackpropInput through cuDNN for float32 with
 // symmetric padding (filters transposed to cuDNN's KRSC layout, i.e. OHWI,
-// per run; FMA math, no TF32, deterministic algorithms), own direct kernels
-// otherwise (float64, TensorFlow's asymmetric SAME padding, builds without
-// cuDNN). MaxPool and MaxPoolGrad are own kernels with the
-// CPU's tie rule (the first maximum of a window in row-major order gets the
-// gradient), which cuDNN does not promise.
+// per run; FMA math, no TF32, deterministic algorithms), otherwise
+// (float64, TensorFlow's asymmetric SAME padding, builds without cuDNN,
+// MDRT_CUDA_CONV_GEMM=1) also as im2col and one product (Lowering; the
+// input gradient as a convolution of dy dilated by the strides with the
+// turned filter). Own direct kernels where the column matrix cannot be
+// allocated, or cuDNN fails on a run. MaxPool and MaxPoolGrad are own kernels
+// with the CPU's tie rule (the first maximum of a window in row-major order
+// gets the gradient), which cuDNN does not promise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -215,39 +218,83 @@ __global__ void convBackwardDataKernel(Geometry G, const T *F, const T *DY,
   }
 }
 
-/// Rows P0 .. P0 + Rows - 1 of the im2col matrix: Col[p - P0, k] is x at
-/// position k = (kh * KW + kw) * C + ci of output pixel p's window (0 in the
-/// padding), p = (n * OH + oh) * OW + ow. Blocks of 32 x 8 threads: x over k
-/// (Tab holds each k's kh, kw, ci), y over rows, whose pixel one thread per
-/// row decomposes; consecutive threads write consecutive k.
-constexpr int Im2colRows = 8;
-template <typename T>
-__global__ void im2colKernel(Geometry G, const int4 *Tab, int Kc, const T *X,
-                             T *Col, int64_t P0, int64_t Rows) {
-  __shared__ int64_t Base[Im2colRows];
-  __shared__ int64_t Top[Im2colRows], Left[Im2colRows];
-  const int K = int(blockIdx.x) * 32 + int(threadIdx.x);
-  const int4 E = K < Kc ? Tab[K] : make_int4(0, 0, 0, 0);
-  for (int64_t R0 = int64_t(blockIdx.y) * Im2colRows; R0 < Rows;
-       R0 += int64_t(gridDim.y) * Im2colRows) {
-    const int64_t R = R0 + threadIdx.y;
-    if (threadIdx.x == 0 && R < Rows) {
-      int64_t P = P0 + R;
-      int64_t Ow = P % G.OW, Q = P / G.OW;
-      int64_t Oh = Q % G.OH, Img = Q / G.OH;
-      Base[threadIdx.y] = Img * G.H * G.W * G.C;
-      Top[threadIdx.y] = Oh * G.SH - G.PT;
-      Left[threadIdx.y] = Ow * G.SW - G.PL;
-    }
-    __syncthreads();
-    if (R < Rows && K < Kc) {
-      int64_t Ih = Top[threadIdx.y] + E.x, Iw = Left[threadIdx.y] + E.y;
+constexpr int Im2colBlock = 256;
+
+/// How a convolution mode becomes one matrix product: row p of the column
+/// matrix is grid position (n, gh, gw) of an N x GH x GW grid, p = (n * GH +
+/// gh) * GW + gw; its column k = (kh * KW + kw) * SrcC + c (a Tab entry)
+/// holds Src[n, vh / DH, vw / DW, c] at vh = gh * StepH + OffH + kh (vw
+/// likewise), or 0 where vh, vw fall outside Src or are not multiples of
+/// DH, DW.
+///  - Forward and the filter gradient: Src is x, the grid the output's,
+///    Step the strides, Off minus the leading padding, D 1.
+///  - Input gradient: Src is dy, the grid the input's, Step 1, Off
+///    -(KH - 1 - PT), D the strides (dy dilated by the strides), the filter
+///    turned 180 degrees with its channels swapped (flipFilter).
+struct Lowering {
+  int64_t N = 0, SrcH = 0, SrcW = 0, SrcC = 0, GH = 0, GW = 0;
+  int64_t StepH = 1, StepW = 1, OffH = 0, OffW = 0, DH = 1, DW = 1;
+};
+
+/// Rows P0 .. P0 + Rows - 1 of the column matrix of \p L. A group of
+/// \p Lanes threads (a power of two up to 32, so that a group never
+/// straddles a warp) makes a row: each of its threads decomposes the row's
+/// grid position, then copies k = lane, lane + Lanes, ..., so that
+/// consecutive threads write consecutive k. No shared memory, no barrier:
+/// the index arithmetic is paid once a row, not once an element.
+/// \p Dilated: D is not 1 (its divisions are 32-bit: the host checks that
+/// vh and vw stay below 2^31).
+template <typename T, bool Dilated>
+__global__ void im2colKernel(Lowering L, const int4 *__restrict__ Tab, int Kc,
+                             int Lanes, const T *__restrict__ Src,
+                             T *__restrict__ Col, int64_t P0, int64_t Rows) {
+  const int64_t First =
+      (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / Lanes;
+  const int64_t Groups = int64_t(gridDim.x) * blockDim.x / Lanes;
+  const int Lane = int(threadIdx.x) & (Lanes - 1);
+  for (int64_t R = First; R < Rows; R += Groups) {
+    const int64_t P = P0 + R;
+    const int64_t Gw = P % L.GW, Q = P / L.GW;
+    const int64_t Gh = Q % L.GH, Img = Q / L.GH;
+    const T *SrcImg = Src + Img * L.SrcH * L.SrcW * L.SrcC;
+    const int64_t Top = Gh * L.StepH + L.OffH, Left = Gw * L.StepW + L.OffW;
+    T *Out = Col + R * Kc;
+#pragma unroll 4
+    for (int K = Lane; K < Kc; K += Lanes) {
+      const int4 E = Tab[K];
+      int64_t Vh = Top + E.x, Vw = Left + E.y;
       T V = 0;
-      if (Ih >= 0 && Ih < G.H && Iw >= 0 && Iw < G.W)
-        V = X[Base[threadIdx.y] + (Ih * G.W + Iw) * G.C + E.z];
-      Col[R * Kc + K] = V;
+      if (Vh >= 0 && Vw >= 0) {
+        if constexpr (Dilated) {
+          const uint32_t Uh = uint32_t(Vh), Uw = uint32_t(Vw);
+          const uint32_t Dh = uint32_t(L.DH), Dw = uint32_t(L.DW);
+          if (Uh % Dh == 0 && Uw % Dw == 0) {
+            Vh = Uh / Dh;
+            Vw = Uw / Dw;
+          } else {
+            Vh = L.SrcH; // Between two rows of dy: 0.
+          }
+        }
+        if (Vh < L.SrcH && Vw < L.SrcW)
+          V = SrcImg[(Vh * L.SrcW + Vw) * L.SrcC + E.z];
+      }
+      Out[K] = V;
     }
-    __syncthreads();
+  }
+}
+
+/// Out[(kh, kw, co), ci] = F[(KH-1-kh, KW-1-kw, ci), co]: the HWIO filter
+/// turned 180 degrees with input and output channels swapped, the input
+/// gradient's filter (Lowering).
+template <typename T>
+__global__ void flipFilter(const T *__restrict__ F, T *__restrict__ Out,
+                           int64_t KH, int64_t KW, int64_t Ci, int64_t Co) {
+  GRID_STRIDE(I, KH * KW * Ci * Co) {
+    int64_t C = I % Ci, R = I / Ci;
+    int64_t O = R % Co;
+    R /= Co;
+    int64_t Kw = R % KW, Kh = R / KW;
+    Out[I] = F[(((KH - 1 - Kh) * KW + (KW - 1 - Kw)) * Ci + C) * Co + O];
   }
 }
 
@@ -267,6 +314,16 @@ __global__ void hwioToOhwi(const T *In, T *Out, int64_t KHW, int64_t Ci,
 static bool timeCudnnAlgorithms() {
   static const bool On = [] {
     const char *V = std::getenv("MDRT_CUDNN_FIND");
+    return V && *V && std::strcmp(V, "0") != 0;
+  }();
+  return On;
+}
+
+/// Whether MDRT_CUDA_CONV_GEMM asks for im2col and cuBLAS (Lowering) also
+/// where cuDNN would run a convolution (set, not "0").
+static bool lowerAllConvolutions() {
+  static const bool On = [] {
+    const char *V = std::getenv("MDRT_CUDA_CONV_GEMM");
     return V && *V && std::strcmp(V, "0") != 0;
   }();
   return On;
@@ -327,10 +384,10 @@ public:
     // runs it several times faster than cuDNN's deterministic float32
     // algorithms (NHWC) and than a direct kernel.
     if (Mode == ConvMode::BackwardFilter)
-      return initFilterGemm();
+      return initLowering();
 #ifdef MDRT_HAVE_CUDNN
     if (std::is_same<T, float>::value && G.PT == G.PB && G.PL == G.PR &&
-        Ctx->Dnn) {
+        Ctx->Dnn && !lowerAllConvolutions()) {
       // cuDNN is an optimisation: what it rejects runs on the own kernels.
       Status S = initCudnn();
       if (!S.isOk()) {
@@ -345,7 +402,23 @@ public:
         });
       }
     }
+    if (UseCudnn)
+      return Status::ok();
 #endif
+    // Otherwise im2col and cuBLAS; the direct kernels where the column
+    // matrix or its table cannot be had (a note, once).
+    Status S = initLowering();
+    if (!S.isOk()) {
+      cudaGetLastError();
+      Lowered = false;
+      static std::once_flag Once;
+      std::call_once(Once, [&] {
+        std::fprintf(stderr,
+                     "note: a convolution runs on mdrun's direct kernels "
+                     "(%s)\n",
+                     S.message().c_str());
+      });
+    }
     return Status::ok();
   }
 
@@ -382,6 +455,10 @@ public:
     const T *A = static_cast<const T *>(C.In[0]);
     const T *B = static_cast<const T *>(C.In[1]);
     T *Y = static_cast<T *>(C.Out[0]);
+    if (Lowered) {
+      runLowered(A, B, Y);
+      return;
+    }
     switch (Mode) {
     case ConvMode::Forward:
       convForwardKernel<T>
@@ -391,29 +468,44 @@ public:
       convBackwardDataKernel<T>
           <<<gridFor(G.N * G.H * G.W * G.C), 256, 0, S>>>(G, A, B, Y);
       break;
-    case ConvMode::BackwardFilter:
-      runFilterGemm(A, B, Y);
-      return;
+    case ConvMode::BackwardFilter: // Always lowered (or init failed).
+      break;
     }
     Ctx->checkLaunch("a convolution");
   }
 
 private:
-  /// The im2col matrix has Kc = KH * KW * C columns and N * OH * OW rows,
-  /// made and multiplied ChunkRows rows at a time (at most 256 MiB).
-  Status initFilterGemm() {
-    int64_t Kc = G.KH * G.KW * G.C, Rows = G.N * G.OH * G.OW;
-    if (Kc > INT32_MAX - 32 || G.Co > INT32_MAX)
+  /// Sets up the column matrix of this mode (Lowering): its table, at
+  /// most MaxColumnBytes of rows at a time, and for the input gradient the
+  /// turned filter.
+  Status initLowering() {
+    const bool Data = Mode == ConvMode::BackwardData;
+    L = Lowering();
+    L.N = G.N;
+    if (Data) {
+      L.SrcH = G.OH, L.SrcW = G.OW, L.SrcC = G.Co, L.GH = G.H, L.GW = G.W;
+      L.OffH = -(G.KH - 1 - G.PT), L.OffW = -(G.KW - 1 - G.PL);
+      L.DH = G.SH, L.DW = G.SW;
+      if (G.H + G.PT + G.KH >= INT32_MAX || G.W + G.PL + G.KW >= INT32_MAX)
+        return Status::error("the input is too large for im2col");
+    } else {
+      L.SrcH = G.H, L.SrcW = G.W, L.SrcC = G.C, L.GH = G.OH, L.GW = G.OW;
+      L.StepH = G.SH, L.StepW = G.SW, L.OffH = -G.PT, L.OffW = -G.PL;
+    }
+    const int64_t Kc = G.KH * G.KW * L.SrcC, Rows = L.N * L.GH * L.GW;
+    if (Kc > INT32_MAX - 32 || G.Co > INT32_MAX || G.C > INT32_MAX)
       return Status::error("convolution filters of more than 2^31 elements "
                            "are not supported on GPUs");
-    constexpr int64_t MaxCol = int64_t(256) << 20;
-    ChunkRows = std::max<int64_t>(1, MaxCol / int64_t(Kc * sizeof(T)));
+    ChunkRows = std::max<int64_t>(1, MaxColumnBytes / int64_t(Kc * sizeof(T)));
     ChunkRows = std::min<int64_t>({ChunkRows, Rows, INT32_MAX});
+    Lanes = 1;
+    while (Lanes < 32 && Lanes < Kc)
+      Lanes *= 2;
     std::vector<int4> Tab;
     Tab.reserve(size_t(Kc));
     for (int64_t Kh = 0; Kh < G.KH; ++Kh)
       for (int64_t Kw = 0; Kw < G.KW; ++Kw)
-        for (int64_t Ci = 0; Ci < G.C; ++Ci)
+        for (int64_t Ci = 0; Ci < L.SrcC; ++Ci)
           Tab.push_back(make_int4(int(Kh), int(Kw), int(Ci), 0));
     MDRT_RETURN_IF_ERROR(Table.allocate(Tab.size() * sizeof(int4)));
     cudaError_t E =
@@ -421,25 +513,56 @@ private:
                    cudaMemcpyHostToDevice);
     if (E != cudaSuccess)
       return cudaStatus(E, "cudaMemcpy");
-    return Col.allocate(size_t(ChunkRows * Kc) * sizeof(T));
+    if (Data)
+      MDRT_RETURN_IF_ERROR(
+          Turned.allocate(size_t(G.KH * G.KW * G.C * G.Co) * sizeof(T)));
+    MDRT_RETURN_IF_ERROR(Col.allocate(size_t(ChunkRows * Kc) * sizeof(T)));
+    Lowered = true;
+    return Status::ok();
   }
 
-  /// df[Kc, Co] = im2col(x)^T dy, chunk by chunk (beta 1 after the first).
-  void runFilterGemm(const T *X, const T *DY, T *DF) {
-    const int64_t Kc = G.KH * G.KW * G.C, Rows = G.N * G.OH * G.OW;
-    const unsigned KBlocks = unsigned((Kc + 31) / 32);
+  /// Rows P0 .. P0 + R - 1 of the column matrix of \p Src.
+  void im2col(const T *Src, int64_t P0, int64_t R) {
+    const int Kc = int(G.KH * G.KW * L.SrcC);
+    const unsigned Blocks = residentGridFor(*Ctx, R * Lanes, Im2colBlock);
+    const auto *Tab = static_cast<const int4 *>(Table.get());
     T *ColP = static_cast<T *>(Col.get());
+    if (L.DH == 1 && L.DW == 1)
+      im2colKernel<T, false><<<Blocks, Im2colBlock, 0, Ctx->Stream>>>(
+          L, Tab, Kc, Lanes, Src, ColP, P0, R);
+    else
+      im2colKernel<T, true><<<Blocks, Im2colBlock, 0, Ctx->Stream>>>(
+          L, Tab, Kc, Lanes, Src, ColP, P0, R);
+    Ctx->checkLaunch("im2col");
+  }
+
+  /// The mode's product, chunk by chunk:
+  ///  - Forward (In: x, f): y[p, co] = col(x)[p, :] f.
+  ///  - BackwardData (In: f, dy): dx[p, ci] = col(dy)[p, :] turned(f).
+  ///  - BackwardFilter (In: x, dy): df = col(x)^T dy, summed over the
+  ///    chunks (beta 1 after the first).
+  void runLowered(const T *A, const T *B, T *Y) {
+    const int64_t Kc = G.KH * G.KW * L.SrcC, Rows = L.N * L.GH * L.GW;
+    const T *ColP = static_cast<const T *>(Col.get());
+    const T *Right = B;
+    int64_t Cols = G.Co;
+    if (Mode == ConvMode::BackwardData) {
+      flipFilter<T><<<gridFor(G.KH * G.KW * G.C * G.Co), 256, 0, Ctx->Stream>>>(
+          A, static_cast<T *>(Turned.get()), G.KH, G.KW, G.C, G.Co);
+      Ctx->checkLaunch("a filter transposition");
+      Right = static_cast<const T *>(Turned.get());
+      Cols = G.C;
+    }
     for (int64_t P0 = 0; P0 < Rows; P0 += ChunkRows) {
-      int64_t R = std::min(ChunkRows, Rows - P0);
-      int64_t RBlocks = (R + Im2colRows - 1) / Im2colRows;
-      dim3 Grid(KBlocks, unsigned(std::min<int64_t>(
-                             RBlocks, std::max<int64_t>(1, 8192 / KBlocks))));
-      im2colKernel<T><<<Grid, dim3(32, Im2colRows), 0, Ctx->Stream>>>(
-          G, static_cast<const int4 *>(Table.get()), int(Kc), X, ColP, P0, R);
-      Ctx->checkLaunch("im2col");
-      cublasStatus_t St =
-          gemmRowMajor<T>(Ctx->Blas, true, false, Kc, G.Co, R, ColP,
-                          DY + P0 * G.Co, P0 ? T(1) : T(0), DF);
+      const int64_t R = std::min(ChunkRows, Rows - P0);
+      im2col(Mode == ConvMode::BackwardData ? B : A, P0, R);
+      cublasStatus_t St;
+      if (Mode == ConvMode::BackwardFilter)
+        St = gemmRowMajor<T>(Ctx->Blas, true, false, Kc, G.Co, R, ColP,
+                             B + P0 * G.Co, P0 ? T(1) : T(0), Y);
+      else
+        St = gemmRowMajor<T>(Ctx->Blas, false, false, R, Cols, Kc, ColP, Right,
+                             T(0), Y + P0 * Cols);
       if (St != CUBLAS_STATUS_SUCCESS) {
         Ctx->fail(cublasError(St, "cublasSgemm/cublasDgemm"));
         return;
@@ -447,8 +570,14 @@ private:
     }
   }
 
+  /// The column matrix's largest chunk.
+  static constexpr int64_t MaxColumnBytes = int64_t(64) << 20;
+
+  Lowering L;
+  bool Lowered = false;
+  int Lanes = 1;
   int64_t ChunkRows = 0;
-  DeviceBuffer Table, Col;
+  DeviceBuffer Table, Col, Turned;
 
 #ifdef MDRT_HAVE_CUDNN
   Status initCudnn() {
@@ -664,20 +793,31 @@ template <ConvMode Mode> KernelOr createConv(const KernelInfo &I) {
 // Max pooling
 //===----------------------------------------------------------------------===//
 
-template <typename T>
-__global__ void maxPoolKernel(Geometry G, const T *X, T *Y) {
-  GRID_STRIDE(I, G.N * G.OH * G.OW * G.C) {
-    int64_t Cc = I % G.C, R = I / G.C;
-    int64_t Ow = R % G.OW;
+/// The pooling kernels' geometry with indices of type \p Idx: int32_t
+/// when every tensor has fewer than 2^30 elements (int32Indexable), so that
+/// the division of an index into pixel and channel is 32-bit.
+template <typename Idx> struct WindowAs {
+  Idx N, H, W, C, KH, KW, OH, OW, SH, SW, PT, PL;
+  explicit WindowAs(const Geometry &G)
+      : N(Idx(G.N)), H(Idx(G.H)), W(Idx(G.W)), C(Idx(G.C)), KH(Idx(G.KH)),
+        KW(Idx(G.KW)), OH(Idx(G.OH)), OW(Idx(G.OW)), SH(Idx(G.SH)),
+        SW(Idx(G.SW)), PT(Idx(G.PT)), PL(Idx(G.PL)) {}
+};
+
+template <typename T, typename Idx>
+__global__ void maxPoolKernel(WindowAs<Idx> G, const T *X, T *Y) {
+  GRID_STRIDE_AS(Idx, I, G.N * G.OH * G.OW * G.C) {
+    Idx Cc = I % G.C, R = I / G.C;
+    Idx Ow = R % G.OW;
     R /= G.OW;
-    int64_t Oh = R % G.OH, Img = R / G.OH;
+    Idx Oh = R % G.OH, Img = R / G.OH;
     T Best = T(-__longlong_as_double(0x7ff0000000000000ll));
-    for (int64_t Kh = 0; Kh < G.KH; ++Kh) {
-      int64_t Ih = Oh * G.SH - G.PT + Kh;
+    for (Idx Kh = 0; Kh < G.KH; ++Kh) {
+      Idx Ih = Oh * G.SH - G.PT + Kh;
       if (Ih < 0 || Ih >= G.H)
         continue;
-      for (int64_t Kw = 0; Kw < G.KW; ++Kw) {
-        int64_t Iw = Ow * G.SW - G.PL + Kw;
+      for (Idx Kw = 0; Kw < G.KW; ++Kw) {
+        Idx Iw = Ow * G.SW - G.PL + Kw;
         if (Iw < 0 || Iw >= G.W)
           continue;
         T V = X[((Img * G.H + Ih) * G.W + Iw) * G.C + Cc];
@@ -690,17 +830,17 @@ __global__ void maxPoolKernel(Geometry G, const T *X, T *Y) {
 
 /// The input pixel (Ih * W + Iw) holding the first maximum of window
 /// (Oh, Ow) in channel Cc, or -1 for a window of padding only.
-template <typename T>
-__device__ int64_t windowArgMax(const Geometry &G, const T *XImg, int64_t Oh,
-                                int64_t Ow, int64_t Cc) {
-  int64_t Arg = -1;
+template <typename T, typename Idx>
+__device__ Idx windowArgMax(const WindowAs<Idx> &G, const T *XImg, Idx Oh,
+                            Idx Ow, Idx Cc) {
+  Idx Arg = -1;
   T Best = T(0);
-  for (int64_t Kh = 0; Kh < G.KH; ++Kh) {
-    int64_t Ih = Oh * G.SH - G.PT + Kh;
+  for (Idx Kh = 0; Kh < G.KH; ++Kh) {
+    Idx Ih = Oh * G.SH - G.PT + Kh;
     if (Ih < 0 || Ih >= G.H)
       continue;
-    for (int64_t Kw = 0; Kw < G.KW; ++Kw) {
-      int64_t Iw = Ow * G.SW - G.PL + Kw;
+    for (Idx Kw = 0; Kw < G.KW; ++Kw) {
+      Idx Iw = Ow * G.SW - G.PL + Kw;
       if (Iw < 0 || Iw >= G.W)
         continue;
       T V = XImg[(Ih * G.W + Iw) * G.C + Cc];
@@ -715,24 +855,25 @@ __device__ int64_t windowArgMax(const Geometry &G, const T *XImg, int64_t Oh,
 
 /// dx[pixel] = sum of dy over the windows whose first maximum is the pixel,
 /// added in window order (as the CPU scatters them).
-template <typename T>
-__global__ void maxPoolGradKernel(Geometry G, const T *X, const T *DY, T *DX) {
-  GRID_STRIDE(I, G.N * G.H * G.W * G.C) {
-    int64_t Cc = I % G.C, R = I / G.C;
-    int64_t Iw = R % G.W;
+template <typename T, typename Idx>
+__global__ void maxPoolGradKernel(WindowAs<Idx> G, const T *X, const T *DY,
+                                  T *DX) {
+  GRID_STRIDE_AS(Idx, I, G.N * G.H * G.W * G.C) {
+    Idx Cc = I % G.C, R = I / G.C;
+    Idx Iw = R % G.W;
     R /= G.W;
-    int64_t Ih = R % G.H, Img = R / G.H;
+    Idx Ih = R % G.H, Img = R / G.H;
     const T *XImg = X + Img * G.H * G.W * G.C;
-    const int64_t Pix = Ih * G.W + Iw;
+    const Idx Pix = Ih * G.W + Iw;
     // Windows containing (Ih, Iw): Oh*SH - PT <= Ih <= Oh*SH - PT + KH - 1.
-    int64_t OhLo = Ih + G.PT - G.KH + 1, OwLo = Iw + G.PL - G.KW + 1;
+    Idx OhLo = Ih + G.PT - G.KH + 1, OwLo = Iw + G.PL - G.KW + 1;
     OhLo = OhLo <= 0 ? 0 : (OhLo + G.SH - 1) / G.SH;
     OwLo = OwLo <= 0 ? 0 : (OwLo + G.SW - 1) / G.SW;
-    int64_t OhHi = (Ih + G.PT) / G.SH, OwHi = (Iw + G.PL) / G.SW;
+    Idx OhHi = (Ih + G.PT) / G.SH, OwHi = (Iw + G.PL) / G.SW;
     T Acc = 0;
-    for (int64_t Oh = OhLo; Oh <= OhHi && Oh < G.OH; ++Oh)
-      for (int64_t Ow = OwLo; Ow <= OwHi && Ow < G.OW; ++Ow)
-        if (windowArgMax(G, XImg, Oh, Ow, Cc) == Pix)
+    for (Idx Oh = OhLo; Oh <= OhHi && Oh < G.OH; ++Oh)
+      for (Idx Ow = OwLo; Ow <= OwHi && Ow < G.OW; ++Ow)
+        if (windowArgMax<T, Idx>(G, XImg, Oh, Ow, Cc) == Pix)
           Acc += DY[((Img * G.OH + Oh) * G.OW + Ow) * G.C + Cc];
     DX[I] = Acc;
   }
@@ -743,20 +884,20 @@ __global__ void maxPoolGradKernel(Geometry G, const T *X, const T *DY, T *DX) {
 /// window writes dy at its first maximum and 0 at its other pixels, which
 /// is what the gather above computes, with one argmax per window instead of
 /// one per pixel.
-template <typename T>
-__global__ void maxPoolGradTiledKernel(Geometry G, const T *X, const T *DY,
+template <typename T, typename Idx>
+__global__ void maxPoolGradTiledKernel(WindowAs<Idx> G, const T *X, const T *DY,
                                        T *DX) {
-  GRID_STRIDE(I, G.N * G.OH * G.OW * G.C) {
-    int64_t Cc = I % G.C, R = I / G.C;
-    int64_t Ow = R % G.OW;
+  GRID_STRIDE_AS(Idx, I, G.N * G.OH * G.OW * G.C) {
+    Idx Cc = I % G.C, R = I / G.C;
+    Idx Ow = R % G.OW;
     R /= G.OW;
-    int64_t Oh = R % G.OH, Img = R / G.OH;
-    const int64_t Off = Img * G.H * G.W * G.C;
-    const int64_t Arg = windowArgMax(G, X + Off, Oh, Ow, Cc);
+    Idx Oh = R % G.OH, Img = R / G.OH;
+    const Idx Off = Img * G.H * G.W * G.C;
+    const Idx Arg = windowArgMax<T, Idx>(G, X + Off, Oh, Ow, Cc);
     const T D = DY[I];
-    for (int64_t Kh = 0; Kh < G.KH; ++Kh)
-      for (int64_t Kw = 0; Kw < G.KW; ++Kw) {
-        int64_t Pix = (Oh * G.SH + Kh) * G.W + Ow * G.SW + Kw;
+    for (Idx Kh = 0; Kh < G.KH; ++Kh)
+      for (Idx Kw = 0; Kw < G.KW; ++Kw) {
+        Idx Pix = (Oh * G.SH + Kh) * G.W + Ow * G.SW + Kw;
         DX[Off + Pix * G.C + Cc] = Pix == Arg ? D : T(0);
       }
   }
@@ -797,23 +938,32 @@ public:
   void run(const ExecContext &C) override {
     if (!G.N || !G.C || !G.H || !G.W)
       return;
-    cudaStream_t S = Ctx->Stream;
     const T *X = static_cast<const T *>(C.In[0]);
     T *Y = static_cast<T *>(C.Out[0]);
-    if (Grad && Tiled)
-      maxPoolGradTiledKernel<T>
-          <<<gridFor(G.N * G.OH * G.OW * G.C), 256, 0, S>>>(
-              G, X, static_cast<const T *>(C.In[2]), Y);
-    else if (Grad)
-      maxPoolGradKernel<T><<<gridFor(G.N * G.H * G.W * G.C), 256, 0, S>>>(
-          G, X, static_cast<const T *>(C.In[2]), Y);
-    else if (G.OH && G.OW)
-      maxPoolKernel<T>
-          <<<gridFor(G.N * G.OH * G.OW * G.C), 256, 0, S>>>(G, X, Y);
+    if (int32Indexable(G.N * G.H * G.W * G.C) &&
+        int32Indexable(G.N * G.OH * G.OW * G.C))
+      launch<int32_t>(C, X, Y);
+    else
+      launch<int64_t>(C, X, Y);
     Ctx->checkLaunch("MaxPool");
   }
 
 private:
+  template <typename Idx> void launch(const ExecContext &C, const T *X, T *Y) {
+    cudaStream_t S = Ctx->Stream;
+    const WindowAs<Idx> W(G);
+    if (Grad && Tiled)
+      maxPoolGradTiledKernel<T, Idx>
+          <<<gridFor(G.N * G.OH * G.OW * G.C), 256, 0, S>>>(
+              W, X, static_cast<const T *>(C.In[2]), Y);
+    else if (Grad)
+      maxPoolGradKernel<T, Idx><<<gridFor(G.N * G.H * G.W * G.C), 256, 0, S>>>(
+          W, X, static_cast<const T *>(C.In[2]), Y);
+    else if (G.OH && G.OW)
+      maxPoolKernel<T, Idx>
+          <<<gridFor(G.N * G.OH * G.OW * G.C), 256, 0, S>>>(W, X, Y);
+  }
+
   bool Grad;
   bool Tiled = false;
   Geometry G;

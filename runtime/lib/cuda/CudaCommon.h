@@ -60,6 +60,8 @@ Status cudnnError(cudnnStatus_t E, const char *What);
 /// What the kernels of one GPU device share.
 struct Context {
   int Ordinal = 0;
+  /// The GPU's streaming multiprocessors (sizes grids that loop).
+  int Multiprocessors = 1;
   std::string Name;
   cudaStream_t Stream = nullptr;
   cublasHandle_t Blas = nullptr;
@@ -188,7 +190,17 @@ Status typeError(const KernelInfo &I, DType T);
 #define GRID_STRIDE(I, N)                                                      \
   for (int64_t I = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; I < (N);    \
        I += int64_t(blockDim.x) * gridDim.x)
+/// GRID_STRIDE with \p I of type \p Idx; 32-bit types need
+/// int32Indexable(N).
+#define GRID_STRIDE_AS(Idx, I, N)                                              \
+  for (Idx I = Idx(blockIdx.x) * Idx(blockDim.x) + Idx(threadIdx.x); I < (N);  \
+       I += Idx(blockDim.x) * Idx(gridDim.x))
 #endif
+
+/// Whether a grid-stride loop over \p N items (grids of at most gridFor's
+/// 2^27 threads) and offsets below \p N can use int32_t indices: I plus the
+/// grid's stride stays below 2^31.
+inline bool int32Indexable(int64_t N) { return N <= (int64_t(1) << 30); }
 
 /// Launch geometry of a grid-stride loop over \p N items.
 inline unsigned gridFor(int64_t N, unsigned Block = 256) {
@@ -198,6 +210,16 @@ inline unsigned gridFor(int64_t N, unsigned Block = 256) {
   if (G > 65535 * 8)
     G = 65535 * 8;
   return unsigned(G);
+}
+
+/// At most as many blocks of \p Block threads as \p Ctx's GPU keeps
+/// resident at once (2048 threads a multiprocessor), fewer for small \p N:
+/// for grid-stride loops whose blocks do set-up work worth sharing.
+inline unsigned residentGridFor(const Context &Ctx, int64_t N,
+                                unsigned Block = 256) {
+  int64_t Resident = int64_t(Ctx.Multiprocessors) * (2048 / Block);
+  int64_t G = gridFor(N, Block);
+  return unsigned(G < Resident ? G : Resident);
 }
 
 /// Dst[i] = sum of Srcs[p][i] over p, added in order (the same-GPU

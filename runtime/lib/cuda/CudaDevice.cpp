@@ -181,6 +181,8 @@ public:
 
   Status init() {
     MDRT_CUDA_TRY(cudaSetDevice(Ctx.Ordinal));
+    MDRT_CUDA_TRY(cudaDeviceGetAttribute(
+        &Ctx.Multiprocessors, cudaDevAttrMultiProcessorCount, Ctx.Ordinal));
     MDRT_CUDA_TRY(
         cudaStreamCreateWithFlags(&Ctx.Stream, cudaStreamNonBlocking));
     MDRT_CUDA_TRY(cudaStreamCreateWithFlags(&ToHost, cudaStreamNonBlocking));

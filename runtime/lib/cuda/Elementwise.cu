@@ -198,17 +198,30 @@ struct DivF {
   }
 };
 
-template <typename T, typename Op, bool ConstB>
+/// Y = Op(A, B) over the collapsed dimensions of \p P, with indices of type
+/// \p Idx: uint32_t when int32Indexable(N) (32-bit division is several
+/// times cheaper than 64-bit, and BiasAdd divides twice an element; offsets
+/// into A and B stay below N), int64_t otherwise. One collapsed dimension (same
+/// shapes, or a scalar operand) needs no division at all.
+template <typename T, typename Op, bool ConstB, typename Idx>
 __global__ void binaryKernel(Bcast P, const T *A, const T *B, T *Y) {
   Op F;
   const T CB = T(P.ConstB);
-  GRID_STRIDE(I, P.N) {
-    int64_t R = I, OA = 0, OB = 0;
-    for (int D = P.R - 1; D >= 0; --D) {
-      int64_t Q = R % P.Dims[D];
-      R /= P.Dims[D];
-      OA += Q * P.SA[D];
-      OB += Q * P.SB[D];
+  const Idx N = Idx(P.N);
+  GRID_STRIDE_AS(Idx, I, N) {
+    Idx OA = 0, OB = 0;
+    if (P.R == 1) {
+      OA = I * Idx(P.SA[0]);
+      OB = I * Idx(P.SB[0]);
+    } else {
+      Idx R = I;
+      for (int D = P.R - 1; D >= 0; --D) {
+        const Idx Dim = Idx(P.Dims[D]);
+        const Idx Q = R % Dim;
+        R /= Dim;
+        OA += Q * Idx(P.SA[D]);
+        OB += Q * Idx(P.SB[D]);
+      }
     }
     Y[I] = F(A[OA], ConstB ? CB : B[OB]);
   }
@@ -221,10 +234,15 @@ public:
   void run(const ExecContext &C) override {
     if (!P.N)
       return;
-    binaryKernel<T, Op, ConstB><<<gridFor(P.N), 256, 0, Ctx->Stream>>>(
-        P, static_cast<const T *>(C.In[0]),
-        ConstB ? nullptr : static_cast<const T *>(C.In[1]),
-        static_cast<T *>(C.Out[0]));
+    const T *A = static_cast<const T *>(C.In[0]);
+    const T *B = ConstB ? nullptr : static_cast<const T *>(C.In[1]);
+    T *Y = static_cast<T *>(C.Out[0]);
+    if (int32Indexable(P.N))
+      binaryKernel<T, Op, ConstB, uint32_t>
+          <<<gridFor(P.N), 256, 0, Ctx->Stream>>>(P, A, B, Y);
+    else
+      binaryKernel<T, Op, ConstB, int64_t>
+          <<<gridFor(P.N), 256, 0, Ctx->Stream>>>(P, A, B, Y);
     Ctx->checkLaunch("a broadcasting kernel");
   }
 
@@ -931,10 +949,14 @@ struct UpdateParams {
 };
 
 /// In[0] is the variable; the slots follow; then the gradient (or value)
-/// and the int64 step (Apply ops).
+/// and the int64 step (Apply ops). The grid is at most what the GPU keeps
+/// resident (residentGridFor), so each block's scalars in double are
+/// computed once for many elements.
 template <typename T, Update U>
-__global__ void updateKernel(UpdateParams P, T *Var, T *S1, T *S2, const T *G,
-                             const int64_t *StepPtr, int64_t N) {
+__global__ void updateKernel(UpdateParams P, T *__restrict__ Var,
+                             T *__restrict__ S1, T *__restrict__ S2,
+                             const T *__restrict__ G,
+                             const int64_t *__restrict__ StepPtr, int64_t N) {
   // Per-step scalars in double, rounded once to T (as on the CPU).
   __shared__ T Sc[2];
   if (threadIdx.x == 0) {
@@ -993,8 +1015,8 @@ public:
     const int64_t *Step = U == Update::MovingAverage
                               ? nullptr
                               : static_cast<const int64_t *>(C.In[2 + Slots]);
-    updateKernel<T, U>
-        <<<gridFor(N), 256, 0, Ctx->Stream>>>(P, Var, S1, S2, G, Step, N);
+    updateKernel<T, U><<<residentGridFor(*Ctx, N), 256, 0, Ctx->Stream>>>(
+        P, Var, S1, S2, G, Step, N);
     Ctx->checkLaunch("a state update");
   }
 
