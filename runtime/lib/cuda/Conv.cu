@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCommon.h"
+#include "Lowering.h"
 
 #include <algorithm>
 #include <cmath>
@@ -117,11 +118,6 @@ private:
 //===----------------------------------------------------------------------===//
 // Window geometry (as lib/cpu pads: TensorFlow's SAME / VALID)
 //===----------------------------------------------------------------------===//
-
-struct Geometry {
-  int64_t N = 0, H = 0, W = 0, C = 0, KH = 1, KW = 1, OH = 0, OW = 0, Co = 0;
-  int64_t SH = 1, SW = 1, PT = 0, PL = 0, PB = 0, PR = 0;
-};
 
 /// \p G from lib/cpu's geometry (one definition of padding and checks).
 void fromWindow(const cpu::Window2D &Win, Geometry &G) {
@@ -220,30 +216,13 @@ __global__ void convBackwardDataKernel(Geometry G, const T *F, const T *DY,
 
 constexpr int Im2colBlock = 256;
 
-/// How a convolution mode becomes one matrix product: row p of the column
-/// matrix is grid position (n, gh, gw) of an N x GH x GW grid, p = (n * GH +
-/// gh) * GW + gw; its column k = (kh * KW + kw) * SrcC + c (a Tab entry)
-/// holds Src[n, vh / DH, vw / DW, c] at vh = gh * StepH + OffH + kh (vw
-/// likewise), or 0 where vh, vw fall outside Src or are not multiples of
-/// DH, DW.
-///  - Forward and the filter gradient: Src is x, the grid the output's,
-///    Step the strides, Off minus the leading padding, D 1.
-///  - Input gradient: Src is dy, the grid the input's, Step 1, Off
-///    -(KH - 1 - PT), D the strides (dy dilated by the strides), the filter
-///    turned 180 degrees with its channels swapped (flipFilter).
-struct Lowering {
-  int64_t N = 0, SrcH = 0, SrcW = 0, SrcC = 0, GH = 0, GW = 0;
-  int64_t StepH = 1, StepW = 1, OffH = 0, OffW = 0, DH = 1, DW = 1;
-};
-
-/// Rows P0 .. P0 + Rows - 1 of the column matrix of \p L. A group of
-/// \p Lanes threads (a power of two up to 32, so that a group never
-/// straddles a warp) makes a row: each of its threads decomposes the row's
-/// grid position, then copies k = lane, lane + Lanes, ..., so that
-/// consecutive threads write consecutive k. No shared memory, no barrier:
-/// the index arithmetic is paid once a row, not once an element.
-/// \p Dilated: D is not 1 (its divisions are 32-bit: the host checks that
-/// vh and vw stay below 2^31).
+/// Rows P0 .. P0 + Rows - 1 of the column matrix of \p L (Lowering.h). A
+/// group of \p Lanes threads (a power of two up to 32, so that a group
+/// never straddles a warp) makes a row: each of its threads decomposes the
+/// row's grid position, then copies k = lane, lane + Lanes, ... (\p Tab
+/// holds each k's kh, kw, c), so that consecutive threads write consecutive
+/// k. No shared memory, no barrier: the index arithmetic is paid once a
+/// row, not once an element.
 template <typename T, bool Dilated>
 __global__ void im2colKernel(Lowering L, const int4 *__restrict__ Tab, int Kc,
                              int Lanes, const T *__restrict__ Src,
@@ -253,48 +232,24 @@ __global__ void im2colKernel(Lowering L, const int4 *__restrict__ Tab, int Kc,
   const int64_t Groups = int64_t(gridDim.x) * blockDim.x / Lanes;
   const int Lane = int(threadIdx.x) & (Lanes - 1);
   for (int64_t R = First; R < Rows; R += Groups) {
-    const int64_t P = P0 + R;
-    const int64_t Gw = P % L.GW, Q = P / L.GW;
-    const int64_t Gh = Q % L.GH, Img = Q / L.GH;
-    const T *SrcImg = Src + Img * L.SrcH * L.SrcW * L.SrcC;
-    const int64_t Top = Gh * L.StepH + L.OffH, Left = Gw * L.StepW + L.OffW;
+    const LoweredRow Row = lowerRow(L, P0 + R);
+    const T *SrcImg = Src + Row.Image;
     T *Out = Col + R * Kc;
 #pragma unroll 4
     for (int K = Lane; K < Kc; K += Lanes) {
       const int4 E = Tab[K];
-      int64_t Vh = Top + E.x, Vw = Left + E.y;
-      T V = 0;
-      if (Vh >= 0 && Vw >= 0) {
-        if constexpr (Dilated) {
-          const uint32_t Uh = uint32_t(Vh), Uw = uint32_t(Vw);
-          const uint32_t Dh = uint32_t(L.DH), Dw = uint32_t(L.DW);
-          if (Uh % Dh == 0 && Uw % Dw == 0) {
-            Vh = Uh / Dh;
-            Vw = Uw / Dw;
-          } else {
-            Vh = L.SrcH; // Between two rows of dy: 0.
-          }
-        }
-        if (Vh < L.SrcH && Vw < L.SrcW)
-          V = SrcImg[(Vh * L.SrcW + Vw) * L.SrcC + E.z];
-      }
-      Out[K] = V;
+      const int64_t Off = lowerColumn<Dilated>(L, Row, E.x, E.y, E.z);
+      Out[K] = Off < 0 ? T(0) : SrcImg[Off];
     }
   }
 }
 
-/// Out[(kh, kw, co), ci] = F[(KH-1-kh, KW-1-kw, ci), co]: the HWIO filter
-/// turned 180 degrees with input and output channels swapped, the input
-/// gradient's filter (Lowering).
+/// The input gradient's filter (Lowering.h): Out[i] = F[turnedFilterSource(i)].
 template <typename T>
-__global__ void flipFilter(const T *__restrict__ F, T *__restrict__ Out,
+__global__ void turnFilter(const T *__restrict__ F, T *__restrict__ Out,
                            int64_t KH, int64_t KW, int64_t Ci, int64_t Co) {
   GRID_STRIDE(I, KH * KW * Ci * Co) {
-    int64_t C = I % Ci, R = I / Ci;
-    int64_t O = R % Co;
-    R /= Co;
-    int64_t Kw = R % KW, Kh = R / KW;
-    Out[I] = F[(((KH - 1 - Kh) * KW + (KW - 1 - Kw)) * Ci + C) * Co + O];
+    Out[I] = F[turnedFilterSource(I, KH, KW, Ci, Co)];
   }
 }
 
@@ -480,19 +435,11 @@ private:
   /// turned filter.
   Status initLowering() {
     const bool Data = Mode == ConvMode::BackwardData;
-    L = Lowering();
-    L.N = G.N;
-    if (Data) {
-      L.SrcH = G.OH, L.SrcW = G.OW, L.SrcC = G.Co, L.GH = G.H, L.GW = G.W;
-      L.OffH = -(G.KH - 1 - G.PT), L.OffW = -(G.KW - 1 - G.PL);
-      L.DH = G.SH, L.DW = G.SW;
-      if (G.H + G.PT + G.KH >= INT32_MAX || G.W + G.PL + G.KW >= INT32_MAX)
-        return Status::error("the input is too large for im2col");
-    } else {
-      L.SrcH = G.H, L.SrcW = G.W, L.SrcC = G.C, L.GH = G.OH, L.GW = G.OW;
-      L.StepH = G.SH, L.StepW = G.SW, L.OffH = -G.PT, L.OffW = -G.PL;
-    }
-    const int64_t Kc = G.KH * G.KW * L.SrcC, Rows = L.N * L.GH * L.GW;
+    L = lowerConvolution(G, Mode);
+    if (L.dilated() &&
+        (G.H + G.PT + G.KH >= INT32_MAX || G.W + G.PL + G.KW >= INT32_MAX))
+      return Status::error("the input is too large for im2col");
+    const int64_t Kc = L.columns(), Rows = L.rows();
     if (Kc > INT32_MAX - 32 || G.Co > INT32_MAX || G.C > INT32_MAX)
       return Status::error("convolution filters of more than 2^31 elements "
                            "are not supported on GPUs");
@@ -523,11 +470,11 @@ private:
 
   /// Rows P0 .. P0 + R - 1 of the column matrix of \p Src.
   void im2col(const T *Src, int64_t P0, int64_t R) {
-    const int Kc = int(G.KH * G.KW * L.SrcC);
+    const int Kc = int(L.columns());
     const unsigned Blocks = residentGridFor(*Ctx, R * Lanes, Im2colBlock);
     const auto *Tab = static_cast<const int4 *>(Table.get());
     T *ColP = static_cast<T *>(Col.get());
-    if (L.DH == 1 && L.DW == 1)
+    if (!L.dilated())
       im2colKernel<T, false><<<Blocks, Im2colBlock, 0, Ctx->Stream>>>(
           L, Tab, Kc, Lanes, Src, ColP, P0, R);
     else
@@ -542,12 +489,12 @@ private:
   ///  - BackwardFilter (In: x, dy): df = col(x)^T dy, summed over the
   ///    chunks (beta 1 after the first).
   void runLowered(const T *A, const T *B, T *Y) {
-    const int64_t Kc = G.KH * G.KW * L.SrcC, Rows = L.N * L.GH * L.GW;
+    const int64_t Kc = L.columns(), Rows = L.rows();
     const T *ColP = static_cast<const T *>(Col.get());
     const T *Right = B;
     int64_t Cols = G.Co;
     if (Mode == ConvMode::BackwardData) {
-      flipFilter<T><<<gridFor(G.KH * G.KW * G.C * G.Co), 256, 0, Ctx->Stream>>>(
+      turnFilter<T><<<gridFor(G.KH * G.KW * G.C * G.Co), 256, 0, Ctx->Stream>>>(
           A, static_cast<T *>(Turned.get()), G.KH, G.KW, G.C, G.Co);
       Ctx->checkLaunch("a filter transposition");
       Right = static_cast<const T *>(Turned.get());
