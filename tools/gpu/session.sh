@@ -7,12 +7,12 @@
 # gpu-session/): console.log, ncu.txt and logs.tgz.
 #
 #   tools/gpu/pack.sh                        # here, after the last commit
-#   tools/gpu/session.sh [BUDGET]            # there (default 400 s)
+#   tools/gpu/session.sh [BUDGET]            # there (default 540 s)
 #
 # Call it with a device timeout a little above BUDGET.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUDGET=${1:-400}
+BUDGET=${1:-540}
 START=$(date +%s)
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 O=${OUT:-$ROOT/gpu-session}
