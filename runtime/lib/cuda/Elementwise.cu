@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCommon.h"
+#include "UpdateMath.h"
 
 #include "mdrt/Random.h"
 
@@ -973,28 +974,25 @@ __global__ void updateKernel(UpdateParams P, T *__restrict__ Var,
   }
   __syncthreads();
   const T A = Sc[0];
+  // One element as the CPU computes it, denormals flushed (UpdateMath.h).
   GRID_STRIDE(K, N) {
     if constexpr (U == Update::MovingAverage) {
-      Var[K] -= (Var[K] - G[K]) * A;
+      Var[K] = movingAverageUpdate(Var[K], G[K], A);
     } else if constexpr (U == Update::GradientDescent) {
-      Var[K] -= A * G[K];
+      Var[K] = gradientDescentUpdate(Var[K], G[K], A);
     } else if constexpr (U == Update::Momentum) {
-      const T Mo = T(P.Momentum);
-      T Acc = Mo * S1[K] + G[K];
+      T V = Var[K], Acc = S1[K];
+      momentumUpdate(V, Acc, G[K], A, T(P.Momentum), P.Nesterov);
       S1[K] = Acc;
-      if (P.Nesterov)
-        Var[K] -= A * (G[K] + Mo * Acc);
-      else
-        Var[K] -= A * Acc;
+      Var[K] = V;
     } else {
-      const T GK = G[K];
-      const T B1 = T(P.Beta1), C1 = T(1.0 - P.Beta1), B2 = T(P.Beta2),
-              C2 = T(1.0 - P.Beta2), Eps = T(P.Eps);
-      const T M = B1 * S1[K] + C1 * GK;
-      const T V = B2 * S2[K] + C2 * GK * GK;
+      const AdamScalars<T> S = {T(P.Beta1),       T(1.0 - P.Beta1), T(P.Beta2),
+                                T(1.0 - P.Beta2), T(P.Eps),         A};
+      T V = Var[K], M = S1[K], Sq = S2[K];
+      adamUpdate(V, M, Sq, G[K], S);
       S1[K] = M;
-      S2[K] = V;
-      Var[K] -= A * M / (dSqrt(V) + Eps);
+      S2[K] = Sq;
+      Var[K] = V;
     }
   }
 }

@@ -27,10 +27,12 @@
 
 #include <cstdint>
 
+#ifndef MDRT_HOST_DEVICE
 #ifdef __CUDACC__
 #define MDRT_HOST_DEVICE __host__ __device__
 #else
 #define MDRT_HOST_DEVICE
+#endif
 #endif
 
 namespace mdrt {

@@ -1,0 +1,177 @@
+//===- UpdateMathTest.cpp - The GPU's update arithmetic against the CPU ---===//
+//
+// Part of the mdplan project.
+//
+//===----------------------------------------------------------------------===//
+//
+// runtime/lib/cuda/UpdateMath.h is host code as well as device code: these
+// tests run the CPU's update kernels (FTZ and DAZ set) and the functions
+// the GPU's update kernel calls (explicit flushes, the default floating-
+// point environment) on the same values, normal, denormal and ones whose
+// products underflow, and require the same bits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cuda/UpdateMath.h"
+
+#include "KernelTestUtil.h"
+
+#include <cfloat>
+#include <cstring>
+
+using namespace mdrt;
+using namespace mdrt::test;
+using mdrt::cuda::AdamScalars;
+
+namespace {
+
+TT step(int64_t S) { return TT(DType::Int64, {}, {double(S)}); }
+
+/// Values whose flushing matters, then random ones, \p N in all.
+std::vector<double> values(DType T, Rng &G, size_t N, double Scale) {
+  const double Tiny = T == DType::Float32 ? double(FLT_MIN) : DBL_MIN;
+  std::vector<double> V = {0.0,    -0.0,       Tiny / 4, -Tiny / 3,
+                           Tiny,   Tiny * 1.5, 1e-20,    -3e-21,
+                           1e-160, -2e-170,    Scale,    -Scale / 7};
+  while (V.size() < N)
+    V.push_back(G.uniform(-Scale, Scale));
+  V.resize(N);
+  for (double &E : V)
+    E = roundTo(T, E);
+  return V;
+}
+
+/// The same bits (a -0 is not a 0).
+void expectSameBits(const std::vector<double> &Got,
+                    const std::vector<double> &Want, const std::string &What) {
+  ASSERT_EQ(Got.size(), Want.size());
+  for (size_t K = 0; K < Got.size(); ++K)
+    EXPECT_EQ(std::memcmp(&Got[K], &Want[K], sizeof(double)), 0)
+        << What << " element " << K << ": cpu " << Got[K] << ", gpu math "
+        << Want[K];
+}
+
+/// \p F applied in T, element by element.
+template <typename T, typename F> std::vector<double> inT(size_t N, F &&Fn) {
+  std::vector<double> Out(N);
+  for (size_t K = 0; K < N; ++K)
+    Out[K] = double(Fn(K));
+  return Out;
+}
+
+template <typename T> void checkUpdates(DType Ty) {
+  Rng G(99);
+  constexpr size_t N = 64;
+  const std::string Name = dtypeName(Ty);
+  auto Var = values(Ty, G, N, 1.0), Slot = values(Ty, G, N, 1e-3),
+       Slot2 = values(Ty, G, N, 1e-6), Grad = values(Ty, G, N, 0.5);
+  // Squares and products that underflow: gradients near 1e-20.
+  for (size_t K = N / 2; K < N * 3 / 4; ++K)
+    Grad[K] = roundTo(Ty, Grad[K] * 1e-19);
+
+  {
+    OpRunner R("AssignMovingAverage");
+    R.attr("decay", 0.999).input(TT(Ty, {N}, Var)).input(TT(Ty, {N}, Grad));
+    R.run();
+    const T F = T(1.0 - 0.999);
+    expectSameBits(R.in(0),
+                   inT<T>(N,
+                          [&](size_t K) {
+                            return cuda::movingAverageUpdate(T(Var[K]),
+                                                             T(Grad[K]), F);
+                          }),
+                   "AssignMovingAverage " + Name);
+  }
+  {
+    OpRunner R("ApplyGradientDescent");
+    R.attr("learning_rate", 0.1)
+        .input(TT(Ty, {N}, Var))
+        .input(TT(Ty, {N}, Grad))
+        .input(step(0));
+    R.run();
+    expectSameBits(R.in(0),
+                   inT<T>(N,
+                          [&](size_t K) {
+                            return cuda::gradientDescentUpdate(
+                                T(Var[K]), T(Grad[K]), T(0.1));
+                          }),
+                   "ApplyGradientDescent " + Name);
+  }
+  for (bool Nesterov : {false, true}) {
+    OpRunner R("ApplyMomentum");
+    R.attr("learning_rate", 0.01)
+        .attr("momentum", 0.9)
+        .attr("nesterov", Nesterov)
+        .input(TT(Ty, {N}, Var))
+        .input(TT(Ty, {N}, Slot))
+        .input(TT(Ty, {N}, Grad))
+        .input(step(3));
+    R.run();
+    std::vector<T> V(N), A(N);
+    for (size_t K = 0; K < N; ++K) {
+      V[K] = T(Var[K]);
+      A[K] = T(Slot[K]);
+      cuda::momentumUpdate(V[K], A[K], T(Grad[K]), T(0.01), T(0.9), Nesterov);
+    }
+    std::string What =
+        "ApplyMomentum" + std::string(Nesterov ? " (Nesterov) " : " ") + Name;
+    expectSameBits(R.in(0), inT<T>(N, [&](size_t K) { return V[K]; }),
+                   What + " var");
+    expectSameBits(R.in(1), inT<T>(N, [&](size_t K) { return A[K]; }),
+                   What + " accumulator");
+  }
+  {
+    OpRunner R("ApplyAdam");
+    R.attr("learning_rate", 0.001)
+        .attr("beta1", 0.9)
+        .attr("beta2", 0.999)
+        .attr("epsilon", 1e-8)
+        .input(TT(Ty, {N}, Var))
+        .input(TT(Ty, {N}, Slot))
+        .input(TT(Ty, {N}, Slot2))
+        .input(TT(Ty, {N}, Grad))
+        .input(step(4));
+    R.run();
+    // The CPU's (and the GPU's) scalars: in double, rounded once.
+    const double Tt = 5;
+    const AdamScalars<T> S = {T(0.9),
+                              T(1.0 - 0.9),
+                              T(0.999),
+                              T(1.0 - 0.999),
+                              T(1e-8),
+                              T(0.001 * std::sqrt(1.0 - std::pow(0.999, Tt)) /
+                                (1.0 - std::pow(0.9, Tt)))};
+    std::vector<T> V(N), M(N), Q(N);
+    for (size_t K = 0; K < N; ++K) {
+      V[K] = T(Var[K]);
+      M[K] = T(Slot[K]);
+      Q[K] = T(Slot2[K]);
+      cuda::adamUpdate(V[K], M[K], Q[K], T(Grad[K]), S);
+    }
+    expectSameBits(R.in(0), inT<T>(N, [&](size_t K) { return V[K]; }),
+                   "ApplyAdam var " + Name);
+    expectSameBits(R.in(1), inT<T>(N, [&](size_t K) { return M[K]; }),
+                   "ApplyAdam m " + Name);
+    expectSameBits(R.in(2), inT<T>(N, [&](size_t K) { return Q[K]; }),
+                   "ApplyAdam v " + Name);
+  }
+}
+
+TEST(CudaUpdateMath, MatchesTheCpuUpdatesBitForBitFloat32) {
+  checkUpdates<float>(DType::Float32);
+}
+
+TEST(CudaUpdateMath, MatchesTheCpuUpdatesBitForBitFloat64) {
+  checkUpdates<double>(DType::Float64);
+}
+
+TEST(CudaUpdateMath, FlushKeepsTheSign) {
+  float Neg = cuda::flushDenormal(-FLT_MIN / 2);
+  EXPECT_EQ(Neg, 0.0f);
+  EXPECT_TRUE(std::signbit(Neg));
+  EXPECT_EQ(cuda::flushDenormal(FLT_MIN), FLT_MIN);
+  EXPECT_EQ(cuda::flushDenormal(DBL_MIN / 8), 0.0);
+  EXPECT_EQ(cuda::flushDenormal(-1.5), -1.5);
+}
+
+} // namespace
