@@ -6,8 +6,9 @@
 //
 // Sum, Mean, SumToShape, BiasAddGrad, L2Loss, BatchNorm, BatchNormInference
 // and BatchNormGrad. Sums accumulate in double (int64 for integers) like the
-// CPU kernels, one block per output element with a fixed tree order, so
-// they are deterministic (but added in another order than on the CPU).
+// CPU kernels, in an order fixed at set-up (a fixed tree; bands of rows for
+// column sums, ColumnSums; a resident grid for L2Loss), so they are
+// deterministic (but added in another order than on the CPU).
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,52 +105,122 @@ __global__ void reduceSmallKernel(ReducePlan P, const T *X, T *Y, bool Mean) {
   }
 }
 
-/// Column sums of a row-major [Rows, Cols] matrix (BiasAddGrad, the sum
-/// over the batch of a broadcast's gradient), first pass: block (X, Y), of
+/// Column sums of K values per element of a row-major [Rows, Cols] matrix
+/// (BiasAddGrad, the sum over the batch of a broadcast's gradient, batch
+/// normalization's statistics), first pass: block (X, Y), of
 /// 32 x ColumnBlockY threads, sums the rows of band Y of columns
-/// X * 32 .. X * 32 + 31 into one double per column. Consecutive threads read
-/// consecutive columns of a row, so the reads are coalesced; the bands spread
-/// the rows over the GPU.
+/// X * 32 .. X * 32 + 31 into K doubles per column; \p Load(r, c, v) gives
+/// element (r, c)'s values. Consecutive threads read consecutive columns of
+/// a row, so the reads are coalesced; the bands spread the rows over the
+/// GPU. Partial is [K][Bands][Cols].
 constexpr int ColumnBlockY = 16;
-template <typename T>
-__global__ void columnPartialKernel(const T *X, double *Partial, int64_t Rows,
-                                    int64_t Cols, int64_t Band) {
-  __shared__ double S[ColumnBlockY][33];
+template <int K, typename LoadFn>
+__global__ void columnPartialKernel(LoadFn Load, double *Partial, int64_t Rows,
+                                    int64_t Cols, int64_t Band, int64_t Bands) {
+  __shared__ double S[K][ColumnBlockY][33];
   int64_t C = int64_t(blockIdx.x) * 32 + threadIdx.x;
   int64_t R0 = int64_t(blockIdx.y) * Band;
   int64_t R1 = R0 + Band < Rows ? R0 + Band : Rows;
-  double Acc = 0;
+  double Acc[K] = {};
   if (C < Cols)
-    for (int64_t R = R0 + threadIdx.y; R < R1; R += ColumnBlockY)
-      Acc += double(X[R * Cols + C]);
-  S[threadIdx.y][threadIdx.x] = Acc;
+    for (int64_t R = R0 + threadIdx.y; R < R1; R += ColumnBlockY) {
+      double V[K];
+      Load(R, C, V);
+      for (int J = 0; J < K; ++J)
+        Acc[J] += V[J];
+    }
+  for (int J = 0; J < K; ++J)
+    S[J][threadIdx.y][threadIdx.x] = Acc[J];
   __syncthreads();
-  if (threadIdx.y == 0 && C < Cols) {
-    double Sum = 0;
-    for (int K = 0; K < ColumnBlockY; ++K)
-      Sum += S[K][threadIdx.x];
-    Partial[int64_t(blockIdx.y) * Cols + C] = Sum;
-  }
+  if (threadIdx.y == 0 && C < Cols)
+    for (int J = 0; J < K; ++J) {
+      double Sum = 0;
+      for (int Y = 0; Y < ColumnBlockY; ++Y)
+        Sum += S[J][Y][threadIdx.x];
+      Partial[(J * Bands + int64_t(blockIdx.y)) * Cols + C] = Sum;
+    }
 }
 
-/// Second pass: one warp per column adds its band sums, lane L the bands
-/// L, L + 32, ..., then the lanes in a fixed tree (the result does not
-/// depend on the launch, so eager runs and graph replays agree).
-template <typename T>
-__global__ void columnFinishKernel(const double *Partial, T *Y, int64_t Bands,
-                                   int64_t Cols, bool Mean, int64_t Count) {
+/// Second pass: one warp per column adds its band sums of each value, lane
+/// L the bands L, L + 32, ..., then the lanes in a fixed tree (the result
+/// does not depend on the launch, so eager runs and graph replays agree),
+/// and lane 0 calls \p Done(c, sums).
+template <int K, typename DoneFn>
+__global__ void columnFinishKernel(const double *Partial, DoneFn Done,
+                                   int64_t Bands, int64_t Cols) {
   const int Lane = threadIdx.x % 32;
   for (int64_t C = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        C < Cols; C += int64_t(gridDim.x) * blockDim.x / 32) {
-    double Sum = 0;
-    for (int64_t B = Lane; B < Bands; B += 32)
-      Sum += Partial[B * Cols + C];
-    for (int S = 16; S > 0; S /= 2)
-      Sum += __shfl_down_sync(0xffffffffu, Sum, S);
+    double Sums[K];
+    for (int J = 0; J < K; ++J) {
+      double Sum = 0;
+      for (int64_t B = Lane; B < Bands; B += 32)
+        Sum += Partial[(J * Bands + B) * Cols + C];
+      for (int S = 16; S > 0; S /= 2)
+        Sum += __shfl_down_sync(0xffffffffu, Sum, S);
+      Sums[J] = Sum;
+    }
     if (Lane == 0)
-      Y[C] = finishSum<T>(Sum, Mean, Count);
+      Done(C, Sums);
   }
 }
+
+/// The two passes of column sums of K values over a [Rows, Cols] matrix,
+/// with their band split (fixed at set-up) and partial sums.
+template <int K> class ColumnSums {
+public:
+  Status init(int64_t R, int64_t C) {
+    Rows = R;
+    Cols = C;
+    if (Rows <= 0 || Cols <= 0)
+      return Status::ok(); // Nothing to sum: run() launches nothing.
+    // About 8 blocks of 512 threads per multiprocessor of an H100 in all,
+    // at most 128 bands (a warp of the second pass adds a column's bands,
+    // 4 per lane), at least 4 rows per thread of a band.
+    int64_t ColBlocks = (Cols + 31) / 32;
+    int64_t Bands = std::max<int64_t>(1, 1024 / ColBlocks);
+    Bands = std::min<int64_t>(
+        {Bands, 128, (Rows + 4 * ColumnBlockY - 1) / (4 * ColumnBlockY)});
+    Bands = std::max<int64_t>(Bands, 1);
+    Band = (Rows + Bands - 1) / Bands;
+    NumBands = (Rows + Band - 1) / Band;
+    return Partial.allocate(size_t(K * NumBands * Cols) * sizeof(double));
+  }
+  template <typename LoadFn, typename DoneFn>
+  void run(cudaStream_t S, LoadFn Load, DoneFn Done) {
+    if (!NumBands)
+      return;
+    double *Part = static_cast<double *>(Partial.get());
+    dim3 Grid(unsigned((Cols + 31) / 32), unsigned(NumBands));
+    columnPartialKernel<K><<<Grid, dim3(32, ColumnBlockY), 0, S>>>(
+        Load, Part, Rows, Cols, Band, NumBands);
+    columnFinishKernel<K>
+        <<<gridFor(Cols * 32), 256, 0, S>>>(Part, Done, NumBands, Cols);
+  }
+
+private:
+  int64_t Rows = 0, Cols = 0, Band = 0, NumBands = 0;
+  DeviceBuffer Partial;
+};
+
+/// x[r, c] (a plain column sum).
+template <typename T> struct LoadElement {
+  const T *X;
+  int64_t Cols;
+  __device__ void operator()(int64_t R, int64_t C, double (&V)[1]) const {
+    V[0] = double(X[R * Cols + C]);
+  }
+};
+
+/// y[c] = the sum, or the mean over Count.
+template <typename T> struct StoreSum {
+  T *Y;
+  bool Mean;
+  int64_t Count;
+  __device__ void operator()(int64_t C, const double (&S)[1]) const {
+    Y[C] = finishSum<T>(S[0], Mean, Count);
+  }
+};
 
 template <typename T> class ReduceKernel : public CudaKernel {
 public:
@@ -165,19 +236,7 @@ public:
              P.RStr[0] == P.KDims[0];
     if (!Column)
       return Status::ok();
-    Cols = P.KDims[0];
-    Rows = P.RDims[0];
-    // About 8 blocks of 512 threads per multiprocessor of an H100 in all,
-    // at most 128 bands (a warp of the second pass adds a column's bands,
-    // 4 per lane), at least 4 rows per thread of a band.
-    int64_t ColBlocks = (Cols + 31) / 32;
-    int64_t Bands = std::max<int64_t>(1, 1024 / ColBlocks);
-    Bands = std::min<int64_t>(
-        {Bands, 128, (Rows + 4 * ColumnBlockY - 1) / (4 * ColumnBlockY)});
-    Bands = std::max<int64_t>(Bands, 1);
-    Band = (Rows + Bands - 1) / Bands;
-    NumBands = (Rows + Band - 1) / Band;
-    return Partial.allocate(size_t(NumBands * Cols) * sizeof(double));
+    return Sums.init(P.RDims[0], P.KDims[0]);
   }
 
   void run(const ExecContext &C) override {
@@ -186,12 +245,8 @@ public:
     const T *X = static_cast<const T *>(C.In[0]);
     T *Y = static_cast<T *>(C.Out[0]);
     if (Column) {
-      double *Part = static_cast<double *>(Partial.get());
-      dim3 Grid(unsigned((Cols + 31) / 32), unsigned(NumBands));
-      columnPartialKernel<T><<<Grid, dim3(32, ColumnBlockY), 0, Ctx->Stream>>>(
-          X, Part, Rows, Cols, Band);
-      columnFinishKernel<T><<<gridFor(Cols * 32), 256, 0, Ctx->Stream>>>(
-          Part, Y, NumBands, Cols, Mean, P.Count);
+      Sums.run(Ctx->Stream, LoadElement<T>{X, P.KDims[0]},
+               StoreSum<T>{Y, Mean, P.Count});
       Ctx->checkLaunch("a column sum");
       return;
     }
@@ -208,8 +263,7 @@ private:
   ReducePlan P;
   bool Mean;
   bool Column = false;
-  int64_t Rows = 0, Cols = 0, Band = 0, NumBands = 0;
-  DeviceBuffer Partial;
+  ColumnSums<1> Sums;
 };
 
 template <typename T>
@@ -354,31 +408,65 @@ KernelOr createBiasAddGrad(const KernelInfo &I) {
 // L2Loss
 //===----------------------------------------------------------------------===//
 
+/// Sum of squares, first pass: block B adds the squares of its grid-stride
+/// share in double, in a fixed tree, into Partial[B].
 template <typename T>
-__global__ void l2LossKernel(const T *X, T *Y, int64_t N) {
+__global__ void l2PartialKernel(const T *X, double *Partial, int64_t N) {
   __shared__ double Shared[BlockSize];
   double Acc = 0;
-  for (int64_t I = threadIdx.x; I < N; I += BlockSize) {
+  GRID_STRIDE(I, N) {
     double V = double(X[I]);
     Acc += V * V;
   }
   Acc = blockSum(Acc, Shared);
   if (threadIdx.x == 0)
+    Partial[blockIdx.x] = Acc;
+}
+
+/// Second pass: one block adds the first pass's sums in a fixed order.
+template <typename T>
+__global__ void l2FinishKernel(const double *Partial, int Blocks, T *Y) {
+  __shared__ double Shared[BlockSize];
+  double Acc = 0;
+  for (int I = threadIdx.x; I < Blocks; I += BlockSize)
+    Acc += Partial[I];
+  Acc = blockSum(Acc, Shared);
+  if (threadIdx.x == 0)
     *Y = T(Acc / 2);
 }
 
+/// sum(x^2) / 2 over up to MaxBlocks blocks (a resident grid; the split is
+/// fixed at set-up, so the sum is the same every step).
 template <typename T> class L2LossKernel : public CudaKernel {
 public:
   explicit L2LossKernel(int64_t N) : N(N) {}
+  Status init() {
+    Blocks =
+        int(std::min<int64_t>(residentGridFor(*Ctx, N, BlockSize), MaxBlocks));
+    return Partial.allocate(size_t(Blocks) * sizeof(double));
+  }
   void run(const ExecContext &C) override {
-    l2LossKernel<T><<<1, BlockSize, 0, Ctx->Stream>>>(
-        static_cast<const T *>(C.In[0]), static_cast<T *>(C.Out[0]), N);
+    double *P = static_cast<double *>(Partial.get());
+    l2PartialKernel<T><<<unsigned(Blocks), BlockSize, 0, Ctx->Stream>>>(
+        static_cast<const T *>(C.In[0]), P, N);
+    l2FinishKernel<T><<<1, BlockSize, 0, Ctx->Stream>>>(
+        P, Blocks, static_cast<T *>(C.Out[0]));
     Ctx->checkLaunch("L2Loss");
   }
 
 private:
+  static constexpr int64_t MaxBlocks = 1024;
   int64_t N;
+  int Blocks = 1;
+  DeviceBuffer Partial;
 };
+
+template <typename T> KernelOr makeL2Loss(int64_t N) {
+  auto K = std::make_unique<L2LossKernel<T>>(N);
+  MDRT_RETURN_IF_ERROR(K->bind());
+  MDRT_RETURN_IF_ERROR(K->init());
+  return std::unique_ptr<Kernel>(std::move(K));
+}
 
 KernelOr createL2Loss(const KernelInfo &I) {
   if (I.Inputs.empty())
@@ -388,9 +476,9 @@ KernelOr createL2Loss(const KernelInfo &I) {
   MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[0], 1, "output"));
   int64_t N = I.Inputs[0].numElements();
   if (I.Inputs[0].Type == DType::Float32)
-    return finish(std::make_unique<L2LossKernel<float>>(N));
+    return makeL2Loss<float>(N);
   if (I.Inputs[0].Type == DType::Float64)
-    return finish(std::make_unique<L2LossKernel<double>>(N));
+    return makeL2Loss<double>(N);
   return typeError(I, I.Inputs[0].Type);
 }
 
@@ -398,34 +486,43 @@ KernelOr createL2Loss(const KernelInfo &I) {
 // Batch normalization (x viewed as [M, C])
 //===----------------------------------------------------------------------===//
 
-/// Per column: mean and biased variance (two passes in double), and the
-/// factors of the normalization rounded to T.
-template <typename T>
-__global__ void bnStatsKernel(const T *X, const T *Gamma, T *Mean, T *Var,
-                              T *Factor, T *MeanT, int64_t M, int64_t C,
-                              double Eps) {
-  __shared__ double Shared[BlockSize];
-  for (int64_t J = blockIdx.x; J < C; J += gridDim.x) {
-    double S = 0;
-    for (int64_t R = threadIdx.x; R < M; R += BlockSize)
-      S += double(X[R * C + J]);
-    double MeanD = blockSum(S, Shared) / double(M);
-    double Q = 0;
-    for (int64_t R = threadIdx.x; R < M; R += BlockSize) {
-      double D = double(X[R * C + J]) - MeanD;
-      Q += D * D;
-    }
-    Q = blockSum(Q, Shared);
-    if (threadIdx.x == 0) {
-      T Mn = T(MeanD), V = T(Q / double(M));
-      Mean[J] = Mn;
-      Var[J] = V;
-      double G = Gamma ? double(Gamma[J]) : 1.0;
-      Factor[J] = T(G / ::sqrt(double(V) + Eps));
-      MeanT[J] = Mn;
-    }
+/// Batch normalization's statistics are column sums (ColumnSums): the mean
+/// in double, then the biased variance as the mean of squared deviations
+/// from it (two passes, as on the CPU), and the normalization's factors
+/// rounded to T.
+struct StoreMean {
+  double *MeanD;
+  int64_t M;
+  __device__ void operator()(int64_t J, const double (&S)[1]) const {
+    MeanD[J] = S[0] / double(M);
   }
-}
+};
+
+template <typename T> struct LoadSquaredDeviation {
+  const T *X;
+  const double *MeanD;
+  int64_t Cols;
+  __device__ void operator()(int64_t R, int64_t C, double (&V)[1]) const {
+    double D = double(X[R * Cols + C]) - MeanD[C];
+    V[0] = D * D;
+  }
+};
+
+template <typename T> struct StoreBatchStats {
+  const double *MeanD;
+  const T *Gamma;
+  T *Mean, *Var, *Factor, *MeanT;
+  int64_t M;
+  double Eps;
+  __device__ void operator()(int64_t J, const double (&S)[1]) const {
+    T Mn = T(MeanD[J]), V = T(S[0] / double(M));
+    Mean[J] = Mn;
+    Var[J] = V;
+    double G = Gamma ? double(Gamma[J]) : 1.0;
+    Factor[J] = T(G / ::sqrt(double(V) + Eps));
+    MeanT[J] = Mn;
+  }
+};
 
 /// y = (x - mean) * factor + beta; with \p Var, the factor is computed
 /// here from gamma and the variance (BatchNormInference).
@@ -449,10 +546,6 @@ template <typename T> __global__ void bnNanKernel(T *Mean, T *Var, int64_t C) {
     Mean[J] = Var[J] = T(__longlong_as_double(0x7ff8000000000000ll));
 }
 
-inline unsigned columnBlocks(int64_t C) {
-  return unsigned(std::min<int64_t>(std::max<int64_t>(C, 1), 65535));
-}
-
 using cpu::BatchNormDims;
 using cpu::BatchNormOp;
 
@@ -461,7 +554,9 @@ template <typename T> class BatchNormKernel : public CudaKernel {
 public:
   Status init(const KernelInfo &I) {
     MDRT_RETURN_IF_ERROR(cpu::batchNormDims(I, BatchNormOp::Train, S));
-    return Scratch.allocate(size_t(2 * S.C) * sizeof(T));
+    MDRT_RETURN_IF_ERROR(Scratch.allocate(size_t(2 * S.C) * sizeof(T)));
+    MDRT_RETURN_IF_ERROR(MeanD.allocate(size_t(S.C) * sizeof(double)));
+    return Sums.init(S.M, S.C);
   }
   void run(const ExecContext &X) override {
     const int64_t M = S.M, C = S.C;
@@ -475,9 +570,11 @@ public:
     }
     T *Factor = static_cast<T *>(Scratch.get()), *MeanT = Factor + C;
     const T *Gamma = S.Scale ? static_cast<const T *>(X.In[2]) : nullptr;
-    bnStatsKernel<T><<<columnBlocks(C), BlockSize, 0, Ctx->Stream>>>(
-        static_cast<const T *>(X.In[0]), Gamma, Mean, Var, Factor, MeanT, M, C,
-        S.Eps);
+    const T *In = static_cast<const T *>(X.In[0]);
+    double *MD = static_cast<double *>(MeanD.get());
+    Sums.run(Ctx->Stream, LoadElement<T>{In, C}, StoreMean{MD, M});
+    Sums.run(Ctx->Stream, LoadSquaredDeviation<T>{In, MD, C},
+             StoreBatchStats<T>{MD, Gamma, Mean, Var, Factor, MeanT, M, S.Eps});
     bnNormalizeKernel<T><<<gridFor(M * C), 256, 0, Ctx->Stream>>>(
         static_cast<const T *>(X.In[0]), static_cast<T *>(X.Out[0]), MeanT,
         Factor, static_cast<const T *>(X.In[1]), nullptr, nullptr, S.Eps, M * C,
@@ -487,7 +584,8 @@ public:
 
 private:
   BatchNormDims S;
-  DeviceBuffer Scratch;
+  DeviceBuffer Scratch, MeanD;
+  ColumnSums<1> Sums;
 };
 
 /// Inputs x, beta, gamma (with scale), mean, variance.
@@ -513,32 +611,41 @@ private:
   BatchNormDims S;
 };
 
+/// 1 / sqrt(var + eps) per column, in double.
 template <typename T>
-__global__ void bnGradStatsKernel(const T *DY, const T *X, const T *Mean,
-                                  const T *Var, const T *Gamma, T *DBeta,
-                                  T *DGamma, T *FA, T *FB, T *FC, int64_t M,
-                                  int64_t C, double Eps) {
-  __shared__ double Shared[BlockSize];
-  for (int64_t J = blockIdx.x; J < C; J += gridDim.x) {
-    double Inv = 1.0 / ::sqrt(double(Var[J]) + Eps);
-    double SB = 0, SG = 0;
-    for (int64_t R = threadIdx.x; R < M; R += BlockSize) {
-      double D = double(DY[R * C + J]);
-      SB += D;
-      SG += D * (double(X[R * C + J]) - double(Mean[J])) * Inv;
-    }
-    SB = blockSum(SB, Shared);
-    SG = blockSum(SG, Shared);
-    if (threadIdx.x == 0) {
-      DBeta[J] = T(SB);
-      DGamma[J] = T(SG);
-      double G = Gamma ? double(Gamma[J]) : 1.0;
-      FA[J] = T(G * Inv);
-      FB[J] = T(M ? SB / double(M) : 0.0);
-      FC[J] = T(M ? SG / double(M) * Inv : 0.0);
-    }
-  }
+__global__ void bnInvStdKernel(const T *Var, double *Inv, int64_t C,
+                               double Eps) {
+  GRID_STRIDE(J, C) { Inv[J] = 1.0 / ::sqrt(double(Var[J]) + Eps); }
 }
+
+/// The column sums of dy and of dy (x - mean) / std (ColumnSums).
+template <typename T> struct LoadBatchGrad {
+  const T *DY, *X, *Mean;
+  const double *Inv;
+  int64_t Cols;
+  __device__ void operator()(int64_t R, int64_t C, double (&V)[2]) const {
+    double D = double(DY[R * Cols + C]);
+    V[0] = D;
+    V[1] = D * (double(X[R * Cols + C]) - double(Mean[C])) * Inv[C];
+  }
+};
+
+/// dbeta, dgamma, and the factors of dx rounded to T.
+template <typename T> struct StoreBatchGrad {
+  const double *Inv;
+  const T *Gamma;
+  T *DBeta, *DGamma, *FA, *FB, *FC;
+  int64_t M;
+  __device__ void operator()(int64_t J, const double (&S)[2]) const {
+    double SB = S[0], SG = S[1], I = Inv[J];
+    DBeta[J] = T(SB);
+    DGamma[J] = T(SG);
+    double G = Gamma ? double(Gamma[J]) : 1.0;
+    FA[J] = T(G * I);
+    FB[J] = T(SB / double(M));
+    FC[J] = T(SG / double(M) * I);
+  }
+};
 
 template <typename T>
 __global__ void bnGradKernel(const T *DY, const T *X, const T *Mean, const T *A,
@@ -557,7 +664,9 @@ template <typename T> class BatchNormGradKernel : public CudaKernel {
 public:
   Status init(const KernelInfo &I) {
     MDRT_RETURN_IF_ERROR(cpu::batchNormDims(I, BatchNormOp::Grad, S));
-    return Scratch.allocate(size_t(3 * S.C) * sizeof(T));
+    MDRT_RETURN_IF_ERROR(Scratch.allocate(size_t(3 * S.C) * sizeof(T)));
+    MDRT_RETURN_IF_ERROR(Inv.allocate(size_t(S.C) * sizeof(double)));
+    return Sums.init(S.M, S.C);
   }
   void run(const ExecContext &X) override {
     const int64_t M = S.M, C = S.C;
@@ -566,21 +675,34 @@ public:
     const T *DY = static_cast<const T *>(X.In[0]);
     const T *XX = static_cast<const T *>(X.In[1]);
     const T *Mean = static_cast<const T *>(X.In[2]);
+    T *DBeta = static_cast<T *>(X.Out[1]), *DGamma = static_cast<T *>(X.Out[2]);
+    if (!M) {
+      // No rows: the sums are 0 and dx is empty.
+      cudaError_t E =
+          cudaMemsetAsync(DBeta, 0, size_t(C) * sizeof(T), Ctx->Stream);
+      if (E == cudaSuccess)
+        E = cudaMemsetAsync(DGamma, 0, size_t(C) * sizeof(T), Ctx->Stream);
+      if (E != cudaSuccess)
+        Ctx->fail(cudaStatus(E, "cudaMemsetAsync"));
+      return;
+    }
     T *FA = static_cast<T *>(Scratch.get()), *FB = FA + C, *FC = FB + C;
-    bnGradStatsKernel<T><<<columnBlocks(C), BlockSize, 0, Ctx->Stream>>>(
-        DY, XX, Mean, static_cast<const T *>(X.In[3]),
-        S.Scale ? static_cast<const T *>(X.In[4]) : nullptr,
-        static_cast<T *>(X.Out[1]), static_cast<T *>(X.Out[2]), FA, FB, FC, M,
-        C, S.Eps);
-    if (M)
-      bnGradKernel<T><<<gridFor(M * C), 256, 0, Ctx->Stream>>>(
-          DY, XX, Mean, FA, FB, FC, static_cast<T *>(X.Out[0]), M * C, C);
+    double *InvD = static_cast<double *>(Inv.get());
+    bnInvStdKernel<T><<<gridFor(C), 256, 0, Ctx->Stream>>>(
+        static_cast<const T *>(X.In[3]), InvD, C, S.Eps);
+    Sums.run(Ctx->Stream, LoadBatchGrad<T>{DY, XX, Mean, InvD, C},
+             StoreBatchGrad<T>{
+                 InvD, S.Scale ? static_cast<const T *>(X.In[4]) : nullptr,
+                 DBeta, DGamma, FA, FB, FC, M});
+    bnGradKernel<T><<<gridFor(M * C), 256, 0, Ctx->Stream>>>(
+        DY, XX, Mean, FA, FB, FC, static_cast<T *>(X.Out[0]), M * C, C);
     Ctx->checkLaunch("BatchNormGrad");
   }
 
 private:
   BatchNormDims S;
-  DeviceBuffer Scratch;
+  DeviceBuffer Scratch, Inv;
+  ColumnSums<2> Sums;
 };
 
 template <template <typename> class KT>
