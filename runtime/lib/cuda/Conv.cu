@@ -366,6 +366,9 @@ public:
     if (!S.isOk()) {
       cudaGetLastError();
       Lowered = false;
+      Table.release();
+      Turned.release();
+      Col.release();
       static std::once_flag Once;
       std::call_once(Once, [&] {
         std::fprintf(stderr,
@@ -423,8 +426,11 @@ public:
       convBackwardDataKernel<T>
           <<<gridFor(G.N * G.H * G.W * G.C), 256, 0, S>>>(G, A, B, Y);
       break;
-    case ConvMode::BackwardFilter: // Always lowered (or init failed).
-      break;
+    case ConvMode::BackwardFilter:
+      // Always lowered: init fails when it cannot be.
+      Ctx->fail(Status::error("internal error: a filter gradient without "
+                              "its column matrix"));
+      return;
     }
     Ctx->checkLaunch("a convolution");
   }
@@ -436,8 +442,10 @@ private:
   Status initLowering() {
     const bool Data = Mode == ConvMode::BackwardData;
     L = lowerConvolution(G, Mode);
+    // The dilated path divides in 32 bits (lowerColumn).
     if (L.dilated() &&
-        (G.H + G.PT + G.KH >= INT32_MAX || G.W + G.PL + G.KW >= INT32_MAX))
+        (G.H + G.PT + G.KH >= INT32_MAX || G.W + G.PL + G.KW >= INT32_MAX ||
+         G.SH > INT32_MAX || G.SW > INT32_MAX))
       return Status::error("the input is too large for im2col");
     const int64_t Kc = L.columns(), Rows = L.rows();
     if (Kc > INT32_MAX - 32 || G.Co > INT32_MAX || G.C > INT32_MAX)
@@ -647,7 +655,7 @@ private:
       Pick(Perf, DataAlgo);
       break;
     }
-    case ConvMode::BackwardFilter: // im2col and cuBLAS (initFilterGemm).
+    case ConvMode::BackwardFilter: // im2col and cuBLAS (initLowering).
       return Status::ok();
     }
     Timed.X.release();
@@ -887,8 +895,13 @@ public:
       return;
     const T *X = static_cast<const T *>(C.In[0]);
     T *Y = static_cast<T *>(C.Out[0]);
+    // 32-bit indices when the tensors and the window attributes are small
+    // enough that no index, window position or bound (H + PT + SH, ...)
+    // reaches 2^31.
+    constexpr int64_t Small = int64_t(1) << 28;
     if (int32Indexable(G.N * G.H * G.W * G.C) &&
-        int32Indexable(G.N * G.OH * G.OW * G.C))
+        int32Indexable(G.N * G.OH * G.OW * G.C) &&
+        std::max({G.KH, G.KW, G.SH, G.SW, G.PT, G.PB, G.PL, G.PR}) <= Small)
       launch<int32_t>(C, X, Y);
     else
       launch<int64_t>(C, X, Y);

@@ -9,12 +9,12 @@
 // kernels bit for bit (unittests/runtime/kernels/UpdateMathTest.cpp).
 //
 // The CPU's updates (lib/cpu/Optimizer.cpp) run with FTZ and DAZ set
-// (FlushDenormalsScope): denormal operands read as zero and denormal
-// results become zero. The GPU's flush every operand and result explicitly
-// (flushDenormal), float64 too, in the CPU's order of operations, so that
-// both compute the same numbers where slots decay towards zero. The
-// per-step scalars (learning rate, Adam's bias correction) come from the
-// caller, rounded once to T.
+// (FlushDenormalsScope): denormal operands read as zero and tiny results
+// become zero. The GPU's compute every operation through FtzMath, which
+// gives those results in the default floating-point environment, float64
+// too, in the CPU's order of operations, so that both compute the same
+// numbers where slots decay towards zero. The per-step scalars (learning
+// rate, Adam's bias correction) come from the caller, rounded once to T.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +36,8 @@
 namespace mdrt {
 namespace cuda {
 
-/// \p X, or a zero of its sign where \p X is denormal.
+/// \p X, or a zero of its sign where \p X is denormal (DAZ on an operand;
+/// FTZ on a sum or difference, which is exact when it is that small).
 template <typename T> MDRT_HOST_DEVICE inline T flushDenormal(T X) {
   constexpr T Min = std::is_same<T, float>::value ? T(FLT_MIN) : T(DBL_MIN);
   return X > -Min && X < Min ? X * T(0) : X;
@@ -55,30 +56,64 @@ template <typename T> MDRT_HOST_DEVICE inline T updateSqrt(T X) {
 #endif
 }
 
+/// The arithmetic of x86's SSE with FTZ and DAZ set, in the default
+/// floating-point environment (and on GPUs without -ftz): denormal operands
+/// read as zero; a result is tiny, and becomes a zero of its sign, when its
+/// value rounded to T's precision with an unbounded exponent is below the
+/// smallest normal number. For a product or quotient that is not the
+/// denormal result's magnitude (which rounds on a coarser grid), so the
+/// test rounds a copy scaled by 2^64 into the normal range.
+template <typename T> struct FtzMath {
+  static constexpr T Min =
+      std::is_same<T, float>::value ? T(FLT_MIN) : T(DBL_MIN);
+  static constexpr T Scale = T(0x1p64);
+
+  MDRT_HOST_DEVICE static T in(T X) { return flushDenormal(X); }
+  MDRT_HOST_DEVICE static T add(T A, T B) { return flushDenormal(A + B); }
+  MDRT_HOST_DEVICE static T sub(T A, T B) { return flushDenormal(A - B); }
+  MDRT_HOST_DEVICE static T mul(T A, T B) {
+    return tiny((A * Scale) * B) ? (A * B) * T(0) : A * B;
+  }
+  MDRT_HOST_DEVICE static T div(T A, T B) {
+    return tiny((A * Scale) / B) ? (A / B) * T(0) : A / B;
+  }
+  /// Of a normal number or zero: never tiny.
+  MDRT_HOST_DEVICE static T sqrt(T A) { return updateSqrt(A); }
+
+private:
+  /// Whether a result scaled by 2^64 was tiny. Scaling overflows only for
+  /// operands whose result cannot be tiny (inf, or NaN for a zero operand,
+  /// both compare false).
+  MDRT_HOST_DEVICE static bool tiny(T Scaled) {
+    return Scaled > -Min * Scale && Scaled < Min * Scale;
+  }
+};
+
 /// var -= (var - value) * F, F = 1 - decay.
 template <typename T>
 MDRT_HOST_DEVICE inline T movingAverageUpdate(T Var, T Value, T F) {
-  const T V = flushDenormal(Var);
-  const T D = flushDenormal(V - flushDenormal(Value));
-  return flushDenormal(V - flushDenormal(D * F));
+  using M = FtzMath<T>;
+  const T V = M::in(Var);
+  return M::sub(V, M::mul(M::sub(V, M::in(Value)), M::in(F)));
 }
 
 /// var -= lr * g.
 template <typename T>
 MDRT_HOST_DEVICE inline T gradientDescentUpdate(T Var, T G, T Lr) {
-  return flushDenormal(flushDenormal(Var) -
-                       flushDenormal(Lr * flushDenormal(G)));
+  using M = FtzMath<T>;
+  return M::sub(M::in(Var), M::mul(M::in(Lr), M::in(G)));
 }
 
 /// acc = mo * acc + g; var -= lr * acc, or lr * (g + mo * acc) (Nesterov).
 template <typename T>
 MDRT_HOST_DEVICE inline void momentumUpdate(T &Var, T &Acc, T G, T Lr, T Mo,
                                             bool Nesterov) {
-  const T GK = flushDenormal(G);
-  const T A = flushDenormal(flushDenormal(Mo * flushDenormal(Acc)) + GK);
+  using M = FtzMath<T>;
+  const T GK = M::in(G), MoK = M::in(Mo);
+  const T A = M::add(M::mul(MoK, M::in(Acc)), GK);
   Acc = A;
-  const T Step = Nesterov ? flushDenormal(GK + flushDenormal(Mo * A)) : A;
-  Var = flushDenormal(flushDenormal(Var) - flushDenormal(Lr * Step));
+  const T Step = Nesterov ? M::add(GK, M::mul(MoK, A)) : A;
+  Var = M::sub(M::in(Var), M::mul(M::in(Lr), Step));
 }
 
 /// Adam's constants in T: B1, 1 - B1, B2, 1 - B2, epsilon, and Alpha, the
@@ -88,18 +123,17 @@ template <typename T> struct AdamScalars { T B1, C1, B2, C2, Eps, Alpha; };
 /// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; var -= alpha m / (sqrt(v) +
 /// eps).
 template <typename T>
-MDRT_HOST_DEVICE inline void adamUpdate(T &Var, T &M, T &V, T G,
+MDRT_HOST_DEVICE inline void adamUpdate(T &Var, T &Mom, T &Sq, T G,
                                         const AdamScalars<T> &S) {
-  const T GK = flushDenormal(G);
-  const T NM = flushDenormal(flushDenormal(S.B1 * flushDenormal(M)) +
-                             flushDenormal(S.C1 * GK));
-  const T NV = flushDenormal(flushDenormal(S.B2 * flushDenormal(V)) +
-                             flushDenormal(flushDenormal(S.C2 * GK) * GK));
-  M = NM;
-  V = NV;
-  const T Den = flushDenormal(updateSqrt(NV) + S.Eps);
-  Var = flushDenormal(flushDenormal(Var) -
-                      flushDenormal(flushDenormal(S.Alpha * NM) / Den));
+  using M = FtzMath<T>;
+  const T GK = M::in(G);
+  const T NM = M::add(M::mul(M::in(S.B1), M::in(Mom)), M::mul(M::in(S.C1), GK));
+  const T NV = M::add(M::mul(M::in(S.B2), M::in(Sq)),
+                      M::mul(M::mul(M::in(S.C2), GK), GK));
+  Mom = NM;
+  Sq = NV;
+  const T Den = M::add(M::sqrt(NV), M::in(S.Eps));
+  Var = M::sub(M::in(Var), M::div(M::mul(M::in(S.Alpha), NM), Den));
 }
 
 } // namespace cuda

@@ -6,9 +6,11 @@
 //
 // runtime/lib/cuda/UpdateMath.h is host code as well as device code: these
 // tests run the CPU's update kernels (FTZ and DAZ set) and the functions
-// the GPU's update kernel calls (explicit flushes, the default floating-
-// point environment) on the same values, normal, denormal and ones whose
-// products underflow, and require the same bits.
+// the GPU's update kernel calls (FtzMath, the default floating-point
+// environment) on the same values, normal, denormal and ones whose
+// products underflow, and require the same bits; and, on x86, FtzMath's
+// operations against the hardware's with FTZ and DAZ around the smallest
+// normal number.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,13 @@
 
 #include <cfloat>
 #include <cstring>
+#include <limits>
+#include <random>
+#include <utility>
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 using namespace mdrt;
 using namespace mdrt::test;
@@ -164,6 +173,85 @@ TEST(CudaUpdateMath, MatchesTheCpuUpdatesBitForBitFloat32) {
 TEST(CudaUpdateMath, MatchesTheCpuUpdatesBitForBitFloat64) {
   checkUpdates<double>(DType::Float64);
 }
+
+#if defined(__x86_64__)
+/// The hardware's results with FTZ and DAZ set, operation by operation.
+template <typename T> struct Hardware {
+  static T run(char Op, T A, T B) {
+    volatile T VA = A, VB = B;
+    const unsigned Saved = _mm_getcsr();
+    _mm_setcsr(Saved | 0x8040);
+    T R;
+    switch (Op) {
+    case '+':
+      R = VA + VB;
+      break;
+    case '-':
+      R = VA - VB;
+      break;
+    case '*':
+      R = VA * VB;
+      break;
+    default:
+      R = VA / VB;
+      break;
+    }
+    volatile T Out = R;
+    _mm_setcsr(Saved);
+    return Out;
+  }
+};
+
+template <typename T> T soft(char Op, T A, T B) {
+  using M = cuda::FtzMath<T>;
+  A = M::in(A);
+  B = M::in(B);
+  switch (Op) {
+  case '+':
+    return M::add(A, B);
+  case '-':
+    return M::sub(A, B);
+  case '*':
+    return M::mul(A, B);
+  default:
+    return M::div(A, B);
+  }
+}
+
+/// Operands whose results fall around the smallest normal number, where
+/// flushing after rounding to a denormal and x86's flushing differ.
+template <typename T> void checkOperations(T Min) {
+  std::mt19937_64 G(5);
+  std::uniform_real_distribution<double> U(0.5, 2.0);
+  std::vector<std::pair<T, T>> Cases = {
+      {T(1) - std::numeric_limits<T>::epsilon() / 2, Min},
+      {T(1) - std::numeric_limits<T>::epsilon(), Min},
+      {T(1.5), Min / 2},
+      {Min, T(1) + std::numeric_limits<T>::epsilon()},
+      {Min * 3, T(-3)},
+      {-Min, T(0.5)}};
+  for (int K = 0; K < 4000; ++K) {
+    T A = T(U(G)), B = T(U(G)) * Min;
+    Cases.push_back({K % 2 ? -A : A, B});
+  }
+  for (const auto &C : Cases)
+    for (char Op : {'+', '-', '*', '/'}) {
+      T A = C.first, B = Op == '/' ? T(1) / C.first : C.second;
+      if (Op == '+' || Op == '-')
+        A = C.second * C.first;
+      T Hard = Hardware<T>::run(Op, Op == '/' ? C.second : A, B);
+      T Soft = soft<T>(Op, Op == '/' ? C.second : A, B);
+      ASSERT_EQ(std::memcmp(&Hard, &Soft, sizeof(T)), 0)
+          << double(Op == '/' ? C.second : A) << " " << Op << " " << double(B)
+          << ": hardware " << double(Hard) << ", FtzMath " << double(Soft);
+    }
+}
+
+TEST(CudaUpdateMath, OperationsMatchTheHardwareWithFtzAndDaz) {
+  checkOperations<float>(FLT_MIN);
+  checkOperations<double>(DBL_MIN);
+}
+#endif
 
 TEST(CudaUpdateMath, FlushKeepsTheSign) {
   float Neg = cuda::flushDenormal(-FLT_MIN / 2);
