@@ -368,7 +368,6 @@ public:
       Lowered = false;
       Table.release();
       Turned.release();
-      Col.release();
       static std::once_flag Once;
       std::call_once(Once, [&] {
         std::fprintf(stderr,
@@ -471,7 +470,8 @@ private:
     if (Data)
       MDRT_RETURN_IF_ERROR(
           Turned.allocate(size_t(G.KH * G.KW * G.C * G.Co) * sizeof(T)));
-    MDRT_RETURN_IF_ERROR(Col.allocate(size_t(ChunkRows * Kc) * sizeof(T)));
+    MDRT_RETURN_IF_ERROR(
+        Ctx->reserveScratch(size_t(ChunkRows * Kc) * sizeof(T)));
     Lowered = true;
     return Status::ok();
   }
@@ -481,7 +481,7 @@ private:
     const int Kc = int(L.columns());
     const unsigned Blocks = residentGridFor(*Ctx, R * Lanes, Im2colBlock);
     const auto *Tab = static_cast<const int4 *>(Table.get());
-    T *ColP = static_cast<T *>(Col.get());
+    T *ColP = static_cast<T *>(Ctx->scratch());
     if (!L.dilated())
       im2colKernel<T, false><<<Blocks, Im2colBlock, 0, Ctx->Stream>>>(
           L, Tab, Kc, Lanes, Src, ColP, P0, R);
@@ -498,7 +498,7 @@ private:
   ///    chunks (beta 1 after the first).
   void runLowered(const T *A, const T *B, T *Y) {
     const int64_t Kc = L.columns(), Rows = L.rows();
-    const T *ColP = static_cast<const T *>(Col.get());
+    const T *ColP = static_cast<const T *>(Ctx->scratch());
     const T *Right = B;
     int64_t Cols = G.Co;
     if (Mode == ConvMode::BackwardData) {
@@ -525,14 +525,15 @@ private:
     }
   }
 
-  /// The column matrix's largest chunk.
-  static constexpr int64_t MaxColumnBytes = int64_t(64) << 20;
+  /// The column matrix's largest chunk (in the device's scratch, shared
+  /// by its kernels: Context::reserveScratch).
+  static constexpr int64_t MaxColumnBytes = int64_t(128) << 20;
 
   Lowering L;
   bool Lowered = false;
   int Lanes = 1;
   int64_t ChunkRows = 0;
-  DeviceBuffer Table, Col, Turned;
+  DeviceBuffer Table, Turned;
 
 #ifdef MDRT_HAVE_CUDNN
   Status initCudnn() {

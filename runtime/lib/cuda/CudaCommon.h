@@ -98,6 +98,7 @@ struct Context {
   /// From now on, the calling thread's failures belong to a capture.
   void beginCapture() {
     std::lock_guard<std::mutex> L(M);
+    Captured = true;
     Capturing = true;
     CaptureThread = std::this_thread::get_id();
     CaptureFailed = false;
@@ -123,11 +124,48 @@ struct Context {
     return Failed ? Status::error(Message) : Status::ok();
   }
 
+  /// Scratch memory the kernels of this device share (they run in order on
+  /// its stream): at least \p Bytes from now on. Called while kernels are
+  /// set up; kernels take scratch() when they run, never at set-up. A
+  /// growth frees the old buffer, unless a graph was captured on this
+  /// device (whose nodes may hold it): then it stays until the device goes.
+  Status reserveScratch(size_t Bytes) {
+    std::lock_guard<std::mutex> L(M);
+    if (Bytes <= ScratchBytes)
+      return Status::ok();
+    void *P = nullptr;
+    cudaError_t E = cudaMalloc(&P, Bytes);
+    if (E != cudaSuccess)
+      return cudaStatus(E, "cudaMalloc");
+    if (!Scratch.empty() && !Captured) {
+      cudaFree(Scratch.back()); // Synchronizes with the work that used it.
+      Scratch.pop_back();
+    }
+    Scratch.push_back(P);
+    ScratchBytes = Bytes;
+    return Status::ok();
+  }
+  void *scratch() {
+    std::lock_guard<std::mutex> L(M);
+    return Scratch.empty() ? nullptr : Scratch.back();
+  }
+  /// Frees the scratch buffers (the device, when it goes).
+  void releaseScratch() {
+    std::lock_guard<std::mutex> L(M);
+    for (void *P : Scratch)
+      cudaFree(P);
+    Scratch.clear();
+    ScratchBytes = 0;
+  }
+
 private:
   std::mutex M;
   bool Failed = false;
   std::string Message;
   bool Capturing = false;
+  bool Captured = false;
+  std::vector<void *> Scratch;
+  size_t ScratchBytes = 0;
   std::thread::id CaptureThread;
   bool CaptureFailed = false;
   std::string CaptureMessage;

@@ -169,6 +169,7 @@ public:
     if (Ctx.Blas)
       cublasDestroy(Ctx.Blas);
     cudaFree(Ctx.BlasWorkspace);
+    Ctx.releaseScratch();
     cudaFree(Ctx.DevStep);
     cudaFreeHost(Ctx.HostStep);
     cudaFree(Arena);
