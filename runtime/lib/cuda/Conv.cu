@@ -22,6 +22,7 @@
 
 #include "CudaCommon.h"
 #include "Lowering.h"
+#include "Pooling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -118,24 +119,6 @@ private:
 //===----------------------------------------------------------------------===//
 // Window geometry (as lib/cpu pads: TensorFlow's SAME / VALID)
 //===----------------------------------------------------------------------===//
-
-/// \p G from lib/cpu's geometry (one definition of padding and checks).
-void fromWindow(const cpu::Window2D &Win, Geometry &G) {
-  G.N = Win.N;
-  G.C = Win.C;
-  G.H = Win.H.In;
-  G.W = Win.W.In;
-  G.KH = Win.H.K;
-  G.KW = Win.W.K;
-  G.SH = Win.H.Stride;
-  G.SW = Win.W.Stride;
-  G.OH = Win.H.Out;
-  G.OW = Win.W.Out;
-  G.PT = Win.H.PadBefore;
-  G.PB = Win.H.PadAfter;
-  G.PL = Win.W.PadBefore;
-  G.PR = Win.W.PadAfter;
-}
 
 Status windowGeometry(const KernelInfo &I, const std::vector<int64_t> &X,
                       int64_t KH, int64_t KW, const char *DefaultPadding,
@@ -749,64 +732,9 @@ template <ConvMode Mode> KernelOr createConv(const KernelInfo &I) {
 // Max pooling
 //===----------------------------------------------------------------------===//
 
-/// The pooling kernels' geometry with indices of type \p Idx: int32_t
-/// when every tensor has fewer than 2^30 elements (int32Indexable), so that
-/// the division of an index into pixel and channel is 32-bit.
-template <typename Idx> struct WindowAs {
-  Idx N, H, W, C, KH, KW, OH, OW, SH, SW, PT, PL;
-  explicit WindowAs(const Geometry &G)
-      : N(Idx(G.N)), H(Idx(G.H)), W(Idx(G.W)), C(Idx(G.C)), KH(Idx(G.KH)),
-        KW(Idx(G.KW)), OH(Idx(G.OH)), OW(Idx(G.OW)), SH(Idx(G.SH)),
-        SW(Idx(G.SW)), PT(Idx(G.PT)), PL(Idx(G.PL)) {}
-};
-
 template <typename T, typename Idx>
 __global__ void maxPoolKernel(WindowAs<Idx> G, const T *X, T *Y) {
-  GRID_STRIDE_AS(Idx, I, G.N * G.OH * G.OW * G.C) {
-    Idx Cc = I % G.C, R = I / G.C;
-    Idx Ow = R % G.OW;
-    R /= G.OW;
-    Idx Oh = R % G.OH, Img = R / G.OH;
-    T Best = T(-__longlong_as_double(0x7ff0000000000000ll));
-    for (Idx Kh = 0; Kh < G.KH; ++Kh) {
-      Idx Ih = Oh * G.SH - G.PT + Kh;
-      if (Ih < 0 || Ih >= G.H)
-        continue;
-      for (Idx Kw = 0; Kw < G.KW; ++Kw) {
-        Idx Iw = Ow * G.SW - G.PL + Kw;
-        if (Iw < 0 || Iw >= G.W)
-          continue;
-        T V = X[((Img * G.H + Ih) * G.W + Iw) * G.C + Cc];
-        Best = V > Best ? V : Best;
-      }
-    }
-    Y[I] = Best;
-  }
-}
-
-/// The input pixel (Ih * W + Iw) holding the first maximum of window
-/// (Oh, Ow) in channel Cc, or -1 for a window of padding only.
-template <typename T, typename Idx>
-__device__ Idx windowArgMax(const WindowAs<Idx> &G, const T *XImg, Idx Oh,
-                            Idx Ow, Idx Cc) {
-  Idx Arg = -1;
-  T Best = T(0);
-  for (Idx Kh = 0; Kh < G.KH; ++Kh) {
-    Idx Ih = Oh * G.SH - G.PT + Kh;
-    if (Ih < 0 || Ih >= G.H)
-      continue;
-    for (Idx Kw = 0; Kw < G.KW; ++Kw) {
-      Idx Iw = Ow * G.SW - G.PL + Kw;
-      if (Iw < 0 || Iw >= G.W)
-        continue;
-      T V = XImg[(Ih * G.W + Iw) * G.C + Cc];
-      if (Arg < 0 || V > Best) {
-        Best = V;
-        Arg = Ih * G.W + Iw;
-      }
-    }
-  }
-  return Arg;
+  GRID_STRIDE_AS(Idx, I, G.N * G.OH * G.OW * G.C) { Y[I] = maxPoolAt(G, X, I); }
 }
 
 /// dx[pixel] = sum of dy over the windows whose first maximum is the pixel,
@@ -815,47 +743,17 @@ template <typename T, typename Idx>
 __global__ void maxPoolGradKernel(WindowAs<Idx> G, const T *X, const T *DY,
                                   T *DX) {
   GRID_STRIDE_AS(Idx, I, G.N * G.H * G.W * G.C) {
-    Idx Cc = I % G.C, R = I / G.C;
-    Idx Iw = R % G.W;
-    R /= G.W;
-    Idx Ih = R % G.H, Img = R / G.H;
-    const T *XImg = X + Img * G.H * G.W * G.C;
-    const Idx Pix = Ih * G.W + Iw;
-    // Windows containing (Ih, Iw): Oh*SH - PT <= Ih <= Oh*SH - PT + KH - 1.
-    Idx OhLo = Ih + G.PT - G.KH + 1, OwLo = Iw + G.PL - G.KW + 1;
-    OhLo = OhLo <= 0 ? 0 : (OhLo + G.SH - 1) / G.SH;
-    OwLo = OwLo <= 0 ? 0 : (OwLo + G.SW - 1) / G.SW;
-    Idx OhHi = (Ih + G.PT) / G.SH, OwHi = (Iw + G.PL) / G.SW;
-    T Acc = 0;
-    for (Idx Oh = OhLo; Oh <= OhHi && Oh < G.OH; ++Oh)
-      for (Idx Ow = OwLo; Ow <= OwHi && Ow < G.OW; ++Ow)
-        if (windowArgMax<T, Idx>(G, XImg, Oh, Ow, Cc) == Pix)
-          Acc += DY[((Img * G.OH + Oh) * G.OW + Ow) * G.C + Cc];
-    DX[I] = Acc;
+    DX[I] = maxPoolGradAt(G, X, DY, I);
   }
 }
 
-/// The gradient when the windows tile the input exactly (stride = window,
-/// no padding, no remainder; 2x2 pooling of even sizes): one thread per
-/// window writes dy at its first maximum and 0 at its other pixels, which
-/// is what the gather above computes, with one argmax per window instead of
-/// one per pixel.
+/// The gradient when the windows tile the input exactly (poolingTiles):
+/// one thread per window.
 template <typename T, typename Idx>
 __global__ void maxPoolGradTiledKernel(WindowAs<Idx> G, const T *X, const T *DY,
                                        T *DX) {
   GRID_STRIDE_AS(Idx, I, G.N * G.OH * G.OW * G.C) {
-    Idx Cc = I % G.C, R = I / G.C;
-    Idx Ow = R % G.OW;
-    R /= G.OW;
-    Idx Oh = R % G.OH, Img = R / G.OH;
-    const Idx Off = Img * G.H * G.W * G.C;
-    const Idx Arg = windowArgMax<T, Idx>(G, X + Off, Oh, Ow, Cc);
-    const T D = DY[I];
-    for (Idx Kh = 0; Kh < G.KH; ++Kh)
-      for (Idx Kw = 0; Kw < G.KW; ++Kw) {
-        Idx Pix = (Oh * G.SH + Kh) * G.W + Ow * G.SW + Kw;
-        DX[Off + Pix * G.C + Cc] = Pix == Arg ? D : T(0);
-      }
+    maxPoolGradTiledAt(G, X, DY, DX, I);
   }
 }
 
@@ -887,8 +785,7 @@ public:
                            I.Inputs[0].str() + ", output " + I.Inputs[1].str() +
                            ", dy " + I.Inputs[2].str() + ", dx " +
                            I.Outputs[0].str());
-    Tiled = G.SH == G.KH && G.SW == G.KW && G.PT == 0 && G.PL == 0 &&
-            G.OH * G.SH == G.H && G.OW * G.SW == G.W;
+    Tiled = poolingTiles(G);
     return Status::ok();
   }
   void run(const ExecContext &C) override {
@@ -896,13 +793,7 @@ public:
       return;
     const T *X = static_cast<const T *>(C.In[0]);
     T *Y = static_cast<T *>(C.Out[0]);
-    // 32-bit indices when the tensors and the window attributes are small
-    // enough that no index, window position or bound (H + PT + SH, ...)
-    // reaches 2^31.
-    constexpr int64_t Small = int64_t(1) << 28;
-    if (int32Indexable(G.N * G.H * G.W * G.C) &&
-        int32Indexable(G.N * G.OH * G.OW * G.C) &&
-        std::max({G.KH, G.KW, G.SH, G.SW, G.PT, G.PB, G.PL, G.PR}) <= Small)
+    if (poolingFitsInt32(G))
       launch<int32_t>(C, X, Y);
     else
       launch<int64_t>(C, X, Y);

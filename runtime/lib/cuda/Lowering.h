@@ -23,29 +23,12 @@
 #ifndef MDRT_LIB_CUDA_LOWERING_H
 #define MDRT_LIB_CUDA_LOWERING_H
 
-#include "../KernelChecks.h"
+#include "Geometry.h"
 
 #include <cstdint>
 
-#ifndef MDRT_HOST_DEVICE
-#ifdef __CUDACC__
-#define MDRT_HOST_DEVICE __host__ __device__
-#else
-#define MDRT_HOST_DEVICE
-#endif
-#endif
-
 namespace mdrt {
 namespace cuda {
-
-/// A convolution's or pooling's window geometry on NHWC images (as lib/cpu
-/// pads: TensorFlow's SAME / VALID, or explicit padding): the input is
-/// N x H x W x C, the output N x OH x OW x Co, the window KH x KW with
-/// strides SH, SW and padding PT (top), PB, PL (left), PR.
-struct Geometry {
-  int64_t N = 0, H = 0, W = 0, C = 0, KH = 1, KW = 1, OH = 0, OW = 0, Co = 0;
-  int64_t SH = 1, SW = 1, PT = 0, PL = 0, PB = 0, PR = 0;
-};
 
 /// The column matrix of one mode: row p is position (n, gh, gw) of an
 /// N x GH x GW grid, p = (n * GH + gh) * GW + gw; column
