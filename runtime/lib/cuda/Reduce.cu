@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BatchNormMath.h"
 #include "CudaCommon.h"
 
 #include <cmath>
@@ -201,15 +202,6 @@ public:
 private:
   int64_t Rows = 0, Cols = 0, Band = 0, NumBands = 0;
   DeviceBuffer Partial;
-};
-
-/// x[r, c] (a plain column sum).
-template <typename T> struct LoadElement {
-  const T *X;
-  int64_t Cols;
-  __device__ void operator()(int64_t R, int64_t C, double (&V)[1]) const {
-    V[0] = double(X[R * Cols + C]);
-  }
 };
 
 /// y[c] = the sum, or the mean over Count.
@@ -486,44 +478,6 @@ KernelOr createL2Loss(const KernelInfo &I) {
 // Batch normalization (x viewed as [M, C])
 //===----------------------------------------------------------------------===//
 
-/// Batch normalization's statistics are column sums (ColumnSums): the mean
-/// in double, then the biased variance as the mean of squared deviations
-/// from it (two passes, as on the CPU), and the normalization's factors
-/// rounded to T.
-struct StoreMean {
-  double *MeanD;
-  int64_t M;
-  __device__ void operator()(int64_t J, const double (&S)[1]) const {
-    MeanD[J] = S[0] / double(M);
-  }
-};
-
-template <typename T> struct LoadSquaredDeviation {
-  const T *X;
-  const double *MeanD;
-  int64_t Cols;
-  __device__ void operator()(int64_t R, int64_t C, double (&V)[1]) const {
-    double D = double(X[R * Cols + C]) - MeanD[C];
-    V[0] = D * D;
-  }
-};
-
-template <typename T> struct StoreBatchStats {
-  const double *MeanD;
-  const T *Gamma;
-  T *Mean, *Var, *Factor, *MeanT;
-  int64_t M;
-  double Eps;
-  __device__ void operator()(int64_t J, const double (&S)[1]) const {
-    T Mn = T(MeanD[J]), V = T(S[0] / double(M));
-    Mean[J] = Mn;
-    Var[J] = V;
-    double G = Gamma ? double(Gamma[J]) : 1.0;
-    Factor[J] = T(G / ::sqrt(double(V) + Eps));
-    MeanT[J] = Mn;
-  }
-};
-
 /// y = (x - mean) * factor + beta; with \p Var, the factor is computed
 /// here from gamma and the variance (BatchNormInference).
 template <typename T>
@@ -533,11 +487,7 @@ __global__ void bnNormalizeKernel(const T *X, T *Y, const T *Mean,
                                   int64_t N, int64_t C) {
   for (int64_t I = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; I < N;
        I += int64_t(blockDim.x) * gridDim.x) {
-    int64_t J = I % C;
-    T F =
-        Var ? T((Gamma ? double(Gamma[J]) : 1.0) / ::sqrt(double(Var[J]) + Eps))
-            : Factor[J];
-    Y[I] = (X[I] - Mean[J]) * F + Beta[J];
+    Y[I] = bnNormalizeAt(X, Mean, Factor, Beta, Gamma, Var, Eps, I, I % C);
   }
 }
 
@@ -615,37 +565,8 @@ private:
 template <typename T>
 __global__ void bnInvStdKernel(const T *Var, double *Inv, int64_t C,
                                double Eps) {
-  GRID_STRIDE(J, C) { Inv[J] = 1.0 / ::sqrt(double(Var[J]) + Eps); }
+  GRID_STRIDE(J, C) { Inv[J] = bnInvStd(Var[J], Eps); }
 }
-
-/// The column sums of dy and of dy (x - mean) / std (ColumnSums).
-template <typename T> struct LoadBatchGrad {
-  const T *DY, *X, *Mean;
-  const double *Inv;
-  int64_t Cols;
-  __device__ void operator()(int64_t R, int64_t C, double (&V)[2]) const {
-    double D = double(DY[R * Cols + C]);
-    V[0] = D;
-    V[1] = D * (double(X[R * Cols + C]) - double(Mean[C])) * Inv[C];
-  }
-};
-
-/// dbeta, dgamma, and the factors of dx rounded to T.
-template <typename T> struct StoreBatchGrad {
-  const double *Inv;
-  const T *Gamma;
-  T *DBeta, *DGamma, *FA, *FB, *FC;
-  int64_t M;
-  __device__ void operator()(int64_t J, const double (&S)[2]) const {
-    double SB = S[0], SG = S[1], I = Inv[J];
-    DBeta[J] = T(SB);
-    DGamma[J] = T(SG);
-    double G = Gamma ? double(Gamma[J]) : 1.0;
-    FA[J] = T(G * I);
-    FB[J] = T(SB / double(M));
-    FC[J] = T(SG / double(M) * I);
-  }
-};
 
 template <typename T>
 __global__ void bnGradKernel(const T *DY, const T *X, const T *Mean, const T *A,
@@ -653,8 +574,7 @@ __global__ void bnGradKernel(const T *DY, const T *X, const T *Mean, const T *A,
                              int64_t C) {
   for (int64_t I = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; I < N;
        I += int64_t(blockDim.x) * gridDim.x) {
-    int64_t J = I % C;
-    DX[I] = A[J] * (DY[I] - B[J] - (X[I] - Mean[J]) * CC[J]);
+    DX[I] = bnGradAt(DY, X, Mean, A, B, CC, I, I % C);
   }
 }
 
