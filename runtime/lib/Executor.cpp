@@ -10,6 +10,7 @@
 #include "mdrt/Random.h"
 
 #include "ClusterProtocol.h"
+#include "EnvFlag.h"
 
 #include <algorithm>
 #include <atomic>
@@ -637,8 +638,7 @@ Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
 /// waits for that GPU's event first. Memory that cannot be pinned stays as
 /// it is.
 void Executor::Impl::pinHostMemoryForGpus() {
-  const char *V = std::getenv("MDRT_CUDA_PIN_HOST");
-  if (!V || !*V || std::strcmp(V, "0") == 0)
+  if (!envFlag("MDRT_CUDA_PIN_HOST"))
     return;
   // Only this process's GPUs read the memory (a ps server's executors see
   // the workers' GPUs as remote stand-ins).

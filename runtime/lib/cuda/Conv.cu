@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../EnvFlag.h"
 #include "CudaCommon.h"
 #include "Lowering.h"
 #include "Pooling.h"
@@ -250,20 +251,14 @@ __global__ void hwioToOhwi(const T *In, T *Out, int64_t KHW, int64_t Ci,
 #ifdef MDRT_HAVE_CUDNN
 /// Whether MDRT_CUDNN_FIND asks for timed algorithm choice (set, not "0").
 static bool timeCudnnAlgorithms() {
-  static const bool On = [] {
-    const char *V = std::getenv("MDRT_CUDNN_FIND");
-    return V && *V && std::strcmp(V, "0") != 0;
-  }();
+  static const bool On = envFlag("MDRT_CUDNN_FIND");
   return On;
 }
 
 /// Whether MDRT_CUDA_CONV_GEMM asks for im2col and cuBLAS (Lowering) also
 /// where cuDNN would run a convolution (set, not "0").
 static bool lowerAllConvolutions() {
-  static const bool On = [] {
-    const char *V = std::getenv("MDRT_CUDA_CONV_GEMM");
-    return V && *V && std::strcmp(V, "0") != 0;
-  }();
+  static const bool On = envFlag("MDRT_CUDA_CONV_GEMM");
   return On;
 }
 

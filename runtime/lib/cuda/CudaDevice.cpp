@@ -31,6 +31,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../AbortableWait.h"
+#include "../EnvFlag.h"
 #include "CudaCommon.h"
 
 #include "mdrt/Cuda.h"
@@ -203,7 +204,7 @@ public:
 #ifdef MDRT_HAVE_CUDNN
     // cuDNN is an optimisation for convolutions: without it (a library
     // that does not load, MDRT_CUDA_NO_CUDNN) they run on the own kernels.
-    if (!std::getenv("MDRT_CUDA_NO_CUDNN")) {
+    if (!envFlag("MDRT_CUDA_NO_CUDNN")) {
       cudnnStatus_t D = cudnnCreate(&Ctx.Dnn);
       if (D == CUDNN_STATUS_SUCCESS)
         D = cudnnSetStream(Ctx.Dnn, Ctx.Stream);
