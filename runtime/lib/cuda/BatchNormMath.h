@@ -1,5 +1,4 @@
-//===- BatchNormMath.h - Batch normalization on GPUs, per element -*- C++
-//-*-===//
+//===- BatchNormMath.h - Batch normalization, per element -------*- C++ -*-===//
 //
 // Part of the mdplan project.
 //

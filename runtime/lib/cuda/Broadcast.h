@@ -1,5 +1,4 @@
-//===- Broadcast.h - Broadcasting binary ops on GPUs -------------*- C++
-//-*-===//
+//===- Broadcast.h - Broadcasting binary ops on GPUs ------------*- C++ -*-===//
 //
 // Part of the mdplan project.
 //

@@ -433,6 +433,19 @@ private:
     Lanes = 1;
     while (Lanes < 32 && Lanes < Kc)
       Lanes *= 2;
+    // As many blocks as fit on the GPU at once (the kernel's registers
+    // allow fewer than 8 of 256 threads a multiprocessor).
+    int PerSM = 0;
+    cudaError_t Occ = L.dilated()
+                          ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                                &PerSM, im2colKernel<T, true>, Im2colBlock, 0)
+                          : cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                                &PerSM, im2colKernel<T, false>, Im2colBlock, 0);
+    if (Occ != cudaSuccess || PerSM < 1) {
+      cudaGetLastError();
+      PerSM = 2048 / Im2colBlock;
+    }
+    MaxIm2colBlocks = int64_t(Ctx->Multiprocessors) * PerSM;
     std::vector<int4> Tab;
     Tab.reserve(size_t(Kc));
     for (int64_t Kh = 0; Kh < G.KH; ++Kh)
@@ -457,7 +470,8 @@ private:
   /// Rows P0 .. P0 + R - 1 of the column matrix of \p Src.
   void im2col(const T *Src, int64_t P0, int64_t R) {
     const int Kc = int(L.columns());
-    const unsigned Blocks = residentGridFor(*Ctx, R * Lanes, Im2colBlock);
+    const unsigned Blocks = unsigned(
+        std::min<int64_t>(gridFor(R * Lanes, Im2colBlock), MaxIm2colBlocks));
     const auto *Tab = static_cast<const int4 *>(Table.get());
     T *ColP = static_cast<T *>(Ctx->scratch());
     if (!L.dilated())
@@ -510,6 +524,7 @@ private:
   Lowering L;
   bool Lowered = false;
   int Lanes = 1;
+  int64_t MaxIm2colBlocks = 1;
   int64_t ChunkRows = 0;
   DeviceBuffer Table, Turned;
 

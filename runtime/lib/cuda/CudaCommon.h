@@ -124,11 +124,14 @@ struct Context {
     return Failed ? Status::error(Message) : Status::ok();
   }
 
-  /// Scratch memory the kernels of this device share (they run in order on
-  /// its stream): at least \p Bytes from now on. Called while kernels are
-  /// set up; kernels take scratch() when they run, never at set-up. A
-  /// growth frees the old buffer, unless a graph was captured on this
-  /// device (whose nodes may hold it): then it stays until the device goes.
+  /// Scratch memory the kernels of this device share: at least \p Bytes
+  /// from now on. Called while kernels are set up (the executor creates
+  /// every program's kernels before the first run); kernels take scratch()
+  /// when they run, never at set-up. Sharing is safe because one host
+  /// thread enqueues this device's kernels, in order, on its one stream. A
+  /// growth frees the old buffer once the stream is idle, unless a graph
+  /// was captured on this device (whose nodes may hold it): then it stays
+  /// until the device goes.
   Status reserveScratch(size_t Bytes) {
     std::lock_guard<std::mutex> L(M);
     if (Bytes <= ScratchBytes)
@@ -138,7 +141,8 @@ struct Context {
     if (E != cudaSuccess)
       return cudaStatus(E, "cudaMalloc");
     if (!Scratch.empty() && !Captured) {
-      cudaFree(Scratch.back()); // Synchronizes with the work that used it.
+      cudaStreamSynchronize(Stream); // Work that used it has finished.
+      cudaFree(Scratch.back());
       Scratch.pop_back();
     }
     Scratch.push_back(P);

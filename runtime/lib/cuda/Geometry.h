@@ -1,5 +1,4 @@
-//===- Geometry.h - Window geometry of GPU convolutions and pooling -*- C++
-//-*-===//
+//===- Geometry.h - Windows of GPU convolutions, pooling --------*- C++ -*-===//
 //
 // Part of the mdplan project.
 //
