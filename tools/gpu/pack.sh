@@ -6,7 +6,7 @@
 #
 #   tools/gpu/pack.sh [BUILD_DIR]     (default: build-cuda, else build)
 #
-# shared/gpu-carry/ then holds:
+# shared/gpu-carry/ (CARRY, when set) then holds:
 #   flatbuffers/include/flatbuffers/  the FlatBuffers headers
 #   plan_generated.h                  the generated plan schema header
 #   zlib/include/                     zlib.h and zconf.h (zlib1g-dev may be
@@ -29,7 +29,7 @@ fi
 MDPLAN=$BUILD/bin/mdplan
 MDRUN=$BUILD/bin/mdrun
 DATA=/usr/share/datasets/fashion-mnist
-OUT=$ROOT/shared/gpu-carry
+OUT=${CARRY:-$ROOT/shared/gpu-carry}
 rm -rf "$OUT"
 mkdir -p "$OUT/flatbuffers/include" "$OUT/zlib/include" "$OUT/plans" "$OUT/cpu"
 

@@ -26,6 +26,11 @@
 #             CUDA graphs
 #             (bench/gpu/cnn_torch_gpu.py, the mirrored plan: everything on
 #             the GPU, as PyTorch has it).
+# DRY_RUN=1 runs the checks' plumbing on a machine without a GPU: with
+# MDRUN set, that mdrun and no build; every mdrun on the CPU (soft
+# placement, no --gpu-map), the bench with PyTorch on the CPU for a few
+# steps, no graph count, memcheck and accuracy skipped
+# (test/cuda/gpu-checks-dry-run.test).
 # The build is incremental (BUILD, default build-gpu/), so the checks can be
 # split over several calls of a time-limited machine:
 #
@@ -73,6 +78,11 @@ timed() { # seconds command...
   return $S
 }
 
+DRY=${DRY_RUN:-}
+[ "$DRY" = 0 ] && DRY=
+if [ -n "$DRY" ] && [ -n "${MDRUN:-}" ]; then
+  echo "== dry run with $MDRUN (no build)"
+else
 # Build (runtime only). The carried headers are copied out of the source
 # tree: CMake refuses exported include directories inside it.
 HDRS=${TMPDIR:-/tmp}/mdplan-gpu-headers
@@ -122,6 +132,26 @@ ninja -C "$BUILD" -j"$JOBS" mdrun > "$LOGS/build.log" 2>&1 || {
 echo "built mdrun in $(( $(date +%s) - START )) s"
 MDRUN=$BUILD/bin/mdrun
 nvidia-smi -L || true
+fi
+if [ -n "$DRY" ]; then
+  # Every run on the CPU: soft placement (once), no GPU map.
+  REAL=$MDRUN
+  MDRUN=$LOGS/mdrun-dry
+  cat > "$MDRUN" <<WRAPPER
+#!/bin/bash
+args=(); soft=--soft-placement
+for a in "\$@"; do
+  case "\$a" in
+    --gpu-map=*) ;;
+    --soft-placement) soft=; args+=("\$a") ;;
+    *) args+=("\$a") ;;
+  esac
+done
+case "\${1:-}" in *.mdp) [ -n "\$soft" ] && args+=("\$soft") ;; esac
+CUDA_VISIBLE_DEVICES= exec "$REAL" "\${args[@]}"
+WRAPPER
+  chmod +x "$MDRUN"
+fi
 
 FAILED=()
 RAN=0
@@ -129,6 +159,7 @@ result() { # name status
   RAN=$((RAN + 1))
   if [ "$2" = 0 ]; then echo "PASS $1"; else echo "FAIL $1"; FAILED+=("$1"); fi
 }
+skip() { echo "SKIP $1 ($2)"; }
 compare() { # tol logs...
   "$PY" "$CARRY/compare_losses.py" "$@"
 }
@@ -217,8 +248,9 @@ if want graph; then
       grep "capture.*failed" "$LOGS/$m-graph.log"; S=1
     fi
     # At least one graph captured and replayed.
-    grep -Eq "^note: cuda graph: program 'train' .* in [1-9][0-9]* graphs" \
-      "$LOGS/$m-graph.log" || { echo "$m: no graph was captured"; S=1; }
+    [ -n "$DRY" ] ||
+      grep -Eq "^note: cuda graph: program 'train' .* in [1-9][0-9]* graphs" \
+        "$LOGS/$m-graph.log" || { echo "$m: no graph was captured"; S=1; }
     echo -n "$m: "; compare 1e-6 "$LOGS/$m-gpu.log" "$LOGS/$m-graph.log" || S=1
   done
   result graph $S
@@ -227,18 +259,23 @@ fi
 if want bench; then
   echo "== 6. per-step time: mdrun against PyTorch (the CNN, then the ResNet)"
   S=0
+  BENCH_DRY=()
+  [ -n "$DRY" ] && BENCH_DRY=(--device cpu --warmup 1 --steps 2)
   timed $((RUN_TIMEOUT * 2)) "$PY" "$ROOT/bench/gpu/cnn_torch_gpu.py" \
-    --mdrun "$MDRUN" --plan "$P/cnn-mirrored.mdp" --data "$DATA" 2>&1 |
-    tee "$LOGS/bench.log"
+    --mdrun "$MDRUN" --plan "$P/cnn-mirrored.mdp" --data "$DATA" \
+    "${BENCH_DRY[@]}" 2>&1 | tee "$LOGS/bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || S=1
   timed $((RUN_TIMEOUT * 2)) "$PY" "$ROOT/bench/gpu/cnn_torch_gpu.py" \
     --model resnet --mdrun "$MDRUN" --plan "$P/resnet-mirrored.mdp" \
-    --data "$DATA" --steps 200 2>&1 | tee "$LOGS/bench-resnet.log"
+    --data "$DATA" --steps 200 "${BENCH_DRY[@]}" 2>&1 |
+    tee "$LOGS/bench-resnet.log"
   [ "${PIPESTATUS[0]}" = 0 ] || S=1
   result bench $S
 fi
 
-if want accuracy; then
+if want accuracy && [ -n "$DRY" ]; then
+  skip accuracy DRY_RUN
+elif want accuracy; then
   echo "== 5. accuracy on Fashion-MNIST"
   S=0
   for spec in "mlp ${MLP_EPOCHS:-15} 88.3" "cnn ${CNN_EPOCHS:-20} 91.6"; do
@@ -288,7 +325,9 @@ if want pin; then
   result pin $S
 fi
 
-if want memcheck; then
+if want memcheck && [ -n "$DRY" ]; then
+  skip memcheck DRY_RUN
+elif want memcheck; then
   echo "== 4. compute-sanitizer memcheck"
   S=0
   if command -v compute-sanitizer > /dev/null; then
