@@ -478,6 +478,7 @@ struct Executor::Impl {
   void execSlot(Program &Prog, Slot &S, Device &Dev, uint64_t Step);
   bool runGraphs(Program &Prog, uint32_t DevId, uint64_t Step);
   void planSegments(Program &Prog, std::vector<std::string> &Notes);
+  void pruneImpliedWaits(Program &Prog);
   void planFinishes(Program &Prog);
   std::string chooseOverlap();
   /// Errors of device threads (CUDA activation, step counter), per device.
@@ -802,6 +803,7 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
   }
   if (Cluster)
     MDRT_RETURN_IF_ERROR(classifyRemote(Prog));
+  pruneImpliedWaits(Prog);
   for (uint32_t D = 0; D < Prog.PerDevice.size(); ++D)
     if (!Prog.PerDevice[D].empty())
       Prog.Active.push_back(D);
@@ -1423,6 +1425,57 @@ bool Executor::Impl::runGraphs(Program &Prog, uint32_t DevId, uint64_t Step) {
   }
   finishMessages(Prog, DevId);
   return true;
+}
+
+/// A device of this process finishes its compute, send and receive slots
+/// in the order of its list (a GPU's stream; a CPU device's thread), so a
+/// slot that waits for several of them needs to wait for the last one
+/// only. Fewer waits mean fewer events, and on a GPU longer runs of slots
+/// that one CUDA graph captures: every slot another device waits for ends
+/// a graph (the CPU's global-step update waits for each of the mirrored
+/// plan's optimizer updates). Collectives (which a queue may finish out of
+/// order) and transfers between processes keep their waits. Slots no
+/// longer waited for stop signalling.
+void Executor::Impl::pruneImpliedWaits(Program &Prog) {
+  auto InOrder = [&](const Slot &W) {
+    return isLocal(W.Device) &&
+           (W.Kind == SlotKind::Compute || W.Kind == SlotKind::NoOp ||
+            W.Kind == SlotKind::Send || W.Kind == SlotKind::Recv);
+  };
+  std::vector<uint32_t> Pos(Prog.Slots.size(), 0);
+  for (const std::vector<uint32_t> &List : Prog.PerDevice)
+    for (uint32_t P = 0; P < List.size(); ++P)
+      Pos[List[P]] = P;
+  std::vector<uint8_t> Waited(Prog.Slots.size(), 0);
+  std::map<uint32_t, uint32_t> Last; // device -> its last waited slot
+  for (Slot &S : Prog.Slots) {
+    if (S.Waits.size() > 1) {
+      Last.clear();
+      for (uint32_t W : S.Waits) {
+        const Slot &From = Prog.Slots[W];
+        if (!InOrder(From))
+          continue;
+        auto Ins = Last.try_emplace(From.Device, W);
+        if (!Ins.second && Pos[W] > Pos[Ins.first->second])
+          Ins.first->second = W;
+      }
+      std::vector<uint32_t> Kept;
+      for (uint32_t W : S.Waits) {
+        const Slot &From = Prog.Slots[W];
+        if (!InOrder(From) || Last[From.Device] == W)
+          Kept.push_back(W);
+      }
+      S.Waits = std::move(Kept);
+    }
+    for (uint32_t W : S.Waits)
+      Waited[W] = 1;
+  }
+  for (uint32_t Id = 0; Id < Prog.Slots.size(); ++Id) {
+    Slot &S = Prog.Slots[Id];
+    if ((S.Kind == SlotKind::Compute || S.Kind == SlotKind::NoOp) &&
+        !Waited[Id] && S.SignalsTo.empty())
+      S.Signals = false;
+  }
 }
 
 void Executor::Impl::planSegments(Program &Prog,
