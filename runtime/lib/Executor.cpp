@@ -11,6 +11,7 @@
 
 #include "ClusterProtocol.h"
 #include "EnvFlag.h"
+#include "WaitPruning.h"
 
 #include <algorithm>
 #include <atomic>
@@ -1427,52 +1428,33 @@ bool Executor::Impl::runGraphs(Program &Prog, uint32_t DevId, uint64_t Step) {
   return true;
 }
 
-/// A device of this process finishes its compute, send and receive slots
-/// in the order of its list (a GPU's stream; a CPU device's thread), so a
-/// slot that waits for several of them needs to wait for the last one
-/// only. Fewer waits mean fewer events, and on a GPU longer runs of slots
-/// that one CUDA graph captures: every slot another device waits for ends
-/// a graph (the CPU's global-step update waits for each of the mirrored
-/// plan's optimizer updates). Collectives (which a queue may finish out of
-/// order) and transfers between processes keep their waits. Slots no
-/// longer waited for stop signalling.
+/// Waits implied by a device's order go (WaitPruning.h): fewer events, and
+/// on a GPU longer runs of slots that one CUDA graph captures, since every
+/// slot another device waits for ends a graph (the CPU's global-step
+/// update waits for each of the mirrored plan's optimizer updates).
+/// Compute, no-op and receive slots no longer waited for stop signalling;
+/// sends keep signalling (a receive copies after the send's event).
 void Executor::Impl::pruneImpliedWaits(Program &Prog) {
-  auto InOrder = [&](const Slot &W) {
-    return isLocal(W.Device) &&
-           (W.Kind == SlotKind::Compute || W.Kind == SlotKind::NoOp ||
-            W.Kind == SlotKind::Send || W.Kind == SlotKind::Recv);
-  };
-  std::vector<uint32_t> Pos(Prog.Slots.size(), 0);
+  std::vector<WaitedSlot> View(Prog.Slots.size());
   for (const std::vector<uint32_t> &List : Prog.PerDevice)
-    for (uint32_t P = 0; P < List.size(); ++P)
-      Pos[List[P]] = P;
-  std::vector<uint8_t> Waited(Prog.Slots.size(), 0);
-  std::map<uint32_t, uint32_t> Last; // device -> its last waited slot
-  for (Slot &S : Prog.Slots) {
-    if (S.Waits.size() > 1) {
-      Last.clear();
-      for (uint32_t W : S.Waits) {
-        const Slot &From = Prog.Slots[W];
-        if (!InOrder(From))
-          continue;
-        auto Ins = Last.try_emplace(From.Device, W);
-        if (!Ins.second && Pos[W] > Pos[Ins.first->second])
-          Ins.first->second = W;
-      }
-      std::vector<uint32_t> Kept;
-      for (uint32_t W : S.Waits) {
-        const Slot &From = Prog.Slots[W];
-        if (!InOrder(From) || Last[From.Device] == W)
-          Kept.push_back(W);
-      }
-      S.Waits = std::move(Kept);
+    for (uint32_t P = 0; P < List.size(); ++P) {
+      const Slot &S = Prog.Slots[List[P]];
+      View[List[P]] = {S.Device, P,
+                       isLocal(S.Device) && (S.Kind == SlotKind::Compute ||
+                                             S.Kind == SlotKind::NoOp ||
+                                             S.Kind == SlotKind::Send ||
+                                             S.Kind == SlotKind::Recv)};
     }
+  std::vector<uint8_t> Waited(Prog.Slots.size(), 0);
+  for (Slot &S : Prog.Slots) {
+    S.Waits = mdrt::pruneImpliedWaits(S.Waits, View);
     for (uint32_t W : S.Waits)
       Waited[W] = 1;
   }
   for (uint32_t Id = 0; Id < Prog.Slots.size(); ++Id) {
     Slot &S = Prog.Slots[Id];
-    if ((S.Kind == SlotKind::Compute || S.Kind == SlotKind::NoOp) &&
+    if ((S.Kind == SlotKind::Compute || S.Kind == SlotKind::NoOp ||
+         S.Kind == SlotKind::Recv) &&
         !Waited[Id] && S.SignalsTo.empty())
       S.Signals = false;
   }

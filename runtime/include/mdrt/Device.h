@@ -64,6 +64,12 @@ public:
 
   /// Asynchronous devices: marks the current point of the stream as event
   /// \p Id; waitEvent makes this device's stream wait for \p Other's event.
+  /// The executor relies on a device finishing its kernels and transfers
+  /// in the order they were issued: all of an asynchronous device's work
+  /// goes on the stream these events mark, and a synchronous device's
+  /// calls return when their work is done (a copy from a GPU included), so
+  /// an event covers everything issued before it (runtime/lib/
+  /// WaitPruning.h).
   virtual void recordEvent(int Id) {}
   virtual void waitEvent(Device &Other, int Id) {}
   /// Blocks the calling thread until the work recorded in event \p Id is
