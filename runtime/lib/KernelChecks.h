@@ -148,6 +148,20 @@ Status windowGeometry(const KernelInfo &I, const std::vector<int64_t> &In,
 
 /// A Conv2D kernel (Forward) or one of its gradients: which of x (NHWC),
 /// filter (HWIO) and y (NHWC) are inputs and which is the output.
+/// The loop of a broadcasting binary op, on either backend: the output's
+/// dimensions collapsed where both inputs allow (outermost first, at least
+/// one), the element strides of the two inputs along them (0: broadcast),
+/// and the output's element count.
+struct BroadcastPlan {
+  std::vector<int64_t> Dims, SA, SB;
+  int64_t N = 0;
+
+  /// Fails with "cannot broadcast X to Y" for an input that does not
+  /// broadcast to \p Out.
+  Status init(const std::vector<int64_t> &Out, const std::vector<int64_t> &A,
+              const std::vector<int64_t> &B);
+};
+
 enum class ConvMode { Forward, BackwardData, BackwardFilter };
 
 /// The checked shapes and window of a convolution kernel.

@@ -120,6 +120,67 @@ Status cpu::reductionAxes(const std::vector<int64_t> &Axes, size_t Rank,
   return Status::ok();
 }
 
+/// Strides of \p In, padded on the left to the rank of \p Out, with 0 for
+/// dimensions broadcast along Out.
+static Status broadcastStrides(const std::vector<int64_t> &Out,
+                               const std::vector<int64_t> &In,
+                               std::vector<int64_t> &Strides) {
+  size_t R = Out.size();
+  if (In.size() > R)
+    return Status::error("cannot broadcast " + shapeStr(In) + " to " +
+                         shapeStr(Out));
+  Strides.assign(R, 0);
+  int64_t S = 1;
+  for (size_t K = R; K-- > 0;) {
+    size_t J = K + In.size();
+    if (J < R) // Padded dimension.
+      continue;
+    int64_t D = In[J - R];
+    if (D != Out[K] && D != 1)
+      return Status::error("cannot broadcast " + shapeStr(In) + " to " +
+                           shapeStr(Out));
+    Strides[K] = D == 1 ? 0 : S;
+    S *= D;
+  }
+  return Status::ok();
+}
+
+Status cpu::BroadcastPlan::init(const std::vector<int64_t> &Out,
+                                const std::vector<int64_t> &A,
+                                const std::vector<int64_t> &B) {
+  std::vector<int64_t> StA, StB;
+  MDRT_RETURN_IF_ERROR(broadcastStrides(Out, A, StA));
+  MDRT_RETURN_IF_ERROR(broadcastStrides(Out, B, StB));
+  N = 1;
+  for (int64_t D : Out)
+    N *= D;
+  Dims.clear();
+  SA.clear();
+  SB.clear();
+  // Innermost first, then reversed.
+  for (size_t K = Out.size(); K-- > 0;) {
+    if (Out[K] == 1)
+      continue;
+    if (!Dims.empty() && StA[K] == SA.back() * Dims.back() &&
+        StB[K] == SB.back() * Dims.back()) {
+      Dims.back() *= Out[K];
+      continue;
+    }
+    Dims.push_back(Out[K]);
+    SA.push_back(StA[K]);
+    SB.push_back(StB[K]);
+  }
+  if (Dims.empty()) {
+    Dims.push_back(1);
+    SA.push_back(0);
+    SB.push_back(0);
+  }
+  std::reverse(Dims.begin(), Dims.end());
+  std::reverse(SA.begin(), SA.end());
+  std::reverse(SB.begin(), SB.end());
+  return Status::ok();
+}
+
 Status cpu::windowGeometry(const KernelInfo &I, const std::vector<int64_t> &In,
                            int64_t KH, int64_t KW, const char *DefaultPadding,
                            Window2D &G) {

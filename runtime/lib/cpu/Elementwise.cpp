@@ -37,80 +37,17 @@ template <typename T> using Unsigned = std::make_unsigned_t<T>;
 
 constexpr unsigned MaxRank = 16;
 
-struct BroadcastPlan {
-  /// Collapsed output dimensions (outermost first, at least one) and the
-  /// element strides of the two inputs along them (0: broadcast).
-  std::vector<int64_t> Dims, SA, SB;
-  int64_t N = 0;
-
-  Status init(const std::vector<int64_t> &Out, const std::vector<int64_t> &A,
-              const std::vector<int64_t> &B);
-};
-
-/// Strides of \p In, padded on the left to the rank of \p Out, with 0 for
-/// dimensions broadcast along Out.
-Status broadcastStrides(const std::vector<int64_t> &Out,
-                        const std::vector<int64_t> &In,
-                        std::vector<int64_t> &Strides) {
-  size_t R = Out.size();
-  if (In.size() > R)
-    return Status::error("cannot broadcast " + shapeStr(In) + " to " +
-                         shapeStr(Out));
-  Strides.assign(R, 0);
-  int64_t S = 1;
-  for (size_t K = R; K-- > 0;) {
-    size_t J = K + In.size();
-    if (J < R) // Padded dimension.
-      continue;
-    int64_t D = In[J - R];
-    if (D != Out[K] && D != 1)
-      return Status::error("cannot broadcast " + shapeStr(In) + " to " +
-                           shapeStr(Out));
-    Strides[K] = D == 1 ? 0 : S;
-    S *= D;
-  }
-  return Status::ok();
-}
-
-Status BroadcastPlan::init(const std::vector<int64_t> &Out,
-                           const std::vector<int64_t> &A,
-                           const std::vector<int64_t> &B) {
-  std::vector<int64_t> StA, StB;
-  MDRT_RETURN_IF_ERROR(broadcastStrides(Out, A, StA));
-  MDRT_RETURN_IF_ERROR(broadcastStrides(Out, B, StB));
-  N = 1;
-  for (int64_t D : Out)
-    N *= D;
-  Dims.clear();
-  SA.clear();
-  SB.clear();
-  // Innermost first, then reversed.
-  for (size_t K = Out.size(); K-- > 0;) {
-    if (Out[K] == 1)
-      continue;
-    if (!Dims.empty() && StA[K] == SA.back() * Dims.back() &&
-        StB[K] == SB.back() * Dims.back()) {
-      Dims.back() *= Out[K];
-      continue;
-    }
-    Dims.push_back(Out[K]);
-    SA.push_back(StA[K]);
-    SB.push_back(StB[K]);
-  }
-  if (Dims.empty()) {
-    Dims.push_back(1);
-    SA.push_back(0);
-    SB.push_back(0);
-  }
-  if (Dims.size() > MaxRank)
+/// BroadcastPlan (KernelChecks.h, shared with the GPU's kernels) within
+/// the CPU loops' MaxRank dimensions.
+Status planLoop(const std::vector<int64_t> &Out, const std::vector<int64_t> &A,
+                const std::vector<int64_t> &B, BroadcastPlan &P) {
+  MDRT_RETURN_IF_ERROR(P.init(Out, A, B));
+  if (P.Dims.size() > MaxRank)
     return Status::error("broadcasting " + shapeStr(A) + " and " + shapeStr(B) +
                          " to " + shapeStr(Out) + " takes " +
-                         std::to_string(Dims.size()) +
+                         std::to_string(P.Dims.size()) +
                          " loop dimensions; at most " +
                          std::to_string(MaxRank) + " are supported");
-  std::reverse(Dims.begin(), Dims.end());
-  std::reverse(SA.begin(), SA.end());
-  std::reverse(SB.begin(), SB.end());
   return Status::ok();
 }
 
@@ -251,7 +188,7 @@ KernelOr makeBinary(const KernelInfo &I, const std::vector<int64_t> &AShape,
                     const std::vector<int64_t> &BShape, bool FloatOnly,
                     double ConstB = 0, bool HasConstB = false) {
   BroadcastPlan P;
-  MDRT_RETURN_IF_ERROR(P.init(I.Outputs[0].Shape, AShape, BShape));
+  MDRT_RETURN_IF_ERROR(planLoop(I.Outputs[0].Shape, AShape, BShape, P));
   DType T = I.Outputs[0].Type;
   int64_t Grain =
       std::is_same<F<float>, DivF<float>>::value ? GrainMedium : GrainCheap;

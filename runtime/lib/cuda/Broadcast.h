@@ -36,64 +36,22 @@ struct Bcast {
   double ConstB = 0;
 };
 
-inline Status broadcastStrides(const std::vector<int64_t> &Out,
-                               const std::vector<int64_t> &In,
-                               std::vector<int64_t> &Strides) {
-  size_t R = Out.size();
-  if (In.size() > R)
-    return Status::error("cannot broadcast " + cpu::shapeStr(In) + " to " +
-                         cpu::shapeStr(Out));
-  Strides.assign(R, 0);
-  int64_t S = 1;
-  for (size_t K = R; K-- > 0;) {
-    size_t J = K + In.size();
-    if (J < R)
-      continue;
-    int64_t D = In[J - R];
-    if (D != Out[K] && D != 1)
-      return Status::error("cannot broadcast " + cpu::shapeStr(In) + " to " +
-                           cpu::shapeStr(Out));
-    Strides[K] = D == 1 ? 0 : S;
-    S *= D;
-  }
-  return Status::ok();
-}
-
+/// \p P from the backends' shared plan (KernelChecks.h).
 inline Status planBroadcast(const std::vector<int64_t> &Out,
                             const std::vector<int64_t> &A,
                             const std::vector<int64_t> &B, Bcast &P) {
-  std::vector<int64_t> StA, StB;
-  MDRT_RETURN_IF_ERROR(broadcastStrides(Out, A, StA));
-  MDRT_RETURN_IF_ERROR(broadcastStrides(Out, B, StB));
-  P.N = 1;
-  for (int64_t D : Out)
-    P.N *= D;
-  std::vector<int64_t> Dims, SA, SB;
-  for (size_t K = Out.size(); K-- > 0;) {
-    if (Out[K] == 1)
-      continue;
-    if (!Dims.empty() && StA[K] == SA.back() * Dims.back() &&
-        StB[K] == SB.back() * Dims.back()) {
-      Dims.back() *= Out[K];
-      continue;
-    }
-    Dims.push_back(Out[K]);
-    SA.push_back(StA[K]);
-    SB.push_back(StB[K]);
-  }
-  if (Dims.empty()) {
-    Dims.push_back(1);
-    SA.push_back(0);
-    SB.push_back(0);
-  }
-  if (Dims.size() > size_t(MaxBroadcastRank))
-    return Status::error("broadcast of rank " + std::to_string(Dims.size()) +
+  cpu::BroadcastPlan Plan;
+  MDRT_RETURN_IF_ERROR(Plan.init(Out, A, B));
+  if (Plan.Dims.size() > size_t(MaxBroadcastRank))
+    return Status::error("broadcast of rank " +
+                         std::to_string(Plan.Dims.size()) +
                          " is not supported on GPUs");
-  P.R = int(Dims.size());
+  P.N = Plan.N;
+  P.R = int(Plan.Dims.size());
   for (int D = 0; D < P.R; ++D) {
-    P.Dims[D] = Dims[size_t(P.R - 1 - D)];
-    P.SA[D] = SA[size_t(P.R - 1 - D)];
-    P.SB[D] = SB[size_t(P.R - 1 - D)];
+    P.Dims[D] = Plan.Dims[size_t(D)];
+    P.SA[D] = Plan.SA[size_t(D)];
+    P.SB[D] = Plan.SB[size_t(D)];
   }
   return Status::ok();
 }

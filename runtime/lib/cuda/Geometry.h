@@ -6,9 +6,7 @@
 //
 // Private to lib/cuda, and host code as well as device code (no CUDA
 // header): the window geometry the convolution and pooling kernels share,
-// taken from lib/cpu's (one definition of padding and checks), and
-// MDRT_HOST_DEVICE for the headers whose functions both sides run (the CPU
-// unit tests check them: unittests/runtime/kernels).
+// taken from lib/cpu's (one definition of padding and checks).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,16 +14,9 @@
 #define MDRT_LIB_CUDA_GEOMETRY_H
 
 #include "../KernelChecks.h"
+#include "HostDevice.h"
 
 #include <cstdint>
-
-#ifndef MDRT_HOST_DEVICE
-#ifdef __CUDACC__
-#define MDRT_HOST_DEVICE __host__ __device__
-#else
-#define MDRT_HOST_DEVICE
-#endif
-#endif
 
 namespace mdrt {
 namespace cuda {

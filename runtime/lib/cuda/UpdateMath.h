@@ -21,17 +21,11 @@
 #ifndef MDRT_LIB_CUDA_UPDATEMATH_H
 #define MDRT_LIB_CUDA_UPDATEMATH_H
 
+#include "HostDevice.h"
+
 #include <cfloat>
 #include <cmath>
 #include <type_traits>
-
-#ifndef MDRT_HOST_DEVICE
-#ifdef __CUDACC__
-#define MDRT_HOST_DEVICE __host__ __device__
-#else
-#define MDRT_HOST_DEVICE
-#endif
-#endif
 
 namespace mdrt {
 namespace cuda {
