@@ -186,18 +186,6 @@ TEST(CpuKernels, ConvolutionRejectsBadShapes) {
 // MaxPool
 //===----------------------------------------------------------------------===//
 
-struct PoolCase {
-  int64_t N, H, W, C, KH, KW, SH, SW;
-  bool Same;
-};
-
-const PoolCase PoolCases[] = {
-    {2, 4, 4, 3, 2, 2, 2, 2, false},    {2, 5, 5, 3, 2, 2, 2, 2, false},
-    {2, 5, 5, 3, 2, 2, 2, 2, true},     {1, 7, 6, 2, 3, 3, 2, 2, true},
-    {1, 7, 6, 2, 3, 3, 1, 1, true},     {2, 6, 7, 4, 3, 2, 1, 2, false},
-    {1, 3, 3, 1, 3, 3, 1, 1, true},     {3, 9, 9, 5, 3, 3, 2, 2, false},
-    {4, 28, 28, 32, 2, 2, 2, 2, false}, {1, 2, 2, 3, 3, 3, 1, 1, false}};
-
 void checkPool(const char *Backend, bool Ties) {
   BackendScope Scope(Backend);
   Rng G;

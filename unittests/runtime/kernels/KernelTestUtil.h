@@ -345,6 +345,22 @@ inline int64_t broadcastIndex(const Shape &Idx, const Shape &S) {
 }
 
 inline const DType FloatTypes[] = {DType::Float32, DType::Float64};
+
+/// A max-pooling case of the CPU kernel tests and the GPU-arithmetic tests.
+struct PoolCase {
+  int64_t N, H, W, C, KH, KW, SH, SW;
+  bool Same;
+};
+
+/// Tiling and overlapping windows, SAME and VALID, remainders, windows
+/// larger than the image.
+inline const PoolCase PoolCases[] = {
+    {2, 4, 4, 3, 2, 2, 2, 2, false},    {2, 5, 5, 3, 2, 2, 2, 2, false},
+    {2, 5, 5, 3, 2, 2, 2, 2, true},     {1, 7, 6, 2, 3, 3, 2, 2, true},
+    {1, 7, 6, 2, 3, 3, 1, 1, true},     {2, 6, 7, 4, 3, 2, 1, 2, false},
+    {1, 3, 3, 1, 3, 3, 1, 1, true},     {3, 9, 9, 5, 3, 3, 2, 2, false},
+    {4, 28, 28, 32, 2, 2, 2, 2, false}, {1, 2, 2, 3, 3, 3, 1, 1, false},
+    {2, 8, 6, 2, 2, 3, 2, 3, false},    {1, 9, 9, 2, 4, 4, 3, 3, true}};
 inline const DType NumericTypes[] = {DType::Float32, DType::Float64,
                                      DType::Int32, DType::Int64};
 

@@ -26,19 +26,6 @@ using mdrt::cuda::WindowAs;
 
 namespace {
 
-struct PoolCase {
-  int64_t N, H, W, C, KH, KW, SH, SW;
-  bool Same;
-};
-
-const PoolCase Cases[] = {
-    {2, 4, 4, 3, 2, 2, 2, 2, false},   {2, 5, 5, 3, 2, 2, 2, 2, false},
-    {2, 5, 5, 3, 2, 2, 2, 2, true},    {1, 7, 6, 2, 3, 3, 2, 2, true},
-    {1, 7, 6, 2, 3, 3, 1, 1, true},    {2, 6, 7, 4, 3, 2, 1, 2, false},
-    {1, 3, 3, 1, 3, 3, 1, 1, true},    {3, 9, 9, 5, 3, 3, 2, 2, false},
-    {4, 28, 28, 8, 2, 2, 2, 2, false}, {1, 2, 2, 3, 3, 3, 1, 1, false},
-    {2, 8, 6, 2, 2, 3, 2, 3, false},   {1, 9, 9, 2, 4, 4, 3, 3, true}};
-
 Geometry geometryOf(const PoolCase &C, std::string &Error) {
   KernelInfo I;
   I.Op = "MaxPool";
@@ -97,7 +84,7 @@ void checkPooling(bool Ties) {
   BackendScope Scope("reference"); // The CPU's order of additions.
   Rng R(21);
   for (DType T : FloatTypes)
-    for (const PoolCase &C : Cases) {
+    for (const PoolCase &C : PoolCases) {
       std::string Error;
       Geometry G = geometryOf(C, Error);
       ASSERT_EQ(Error, "");
