@@ -11,6 +11,7 @@
 
 #include "ClusterProtocol.h"
 #include "EnvFlag.h"
+#include "Notifier.h"
 #include "WaitPruning.h"
 
 #include <algorithm>
@@ -363,6 +364,8 @@ struct Executor::Impl {
     /// the caller's own calls across processes come next.
     std::vector<uint32_t> AsyncSlots;
     std::vector<uint32_t> Active;
+    /// The device of Active that the calling thread runs.
+    uint32_t Lead = 0;
     std::vector<InputSlot> Inputs;
     std::vector<uint32_t> InputBuffers;
     std::vector<std::vector<uint8_t>> Staging;
@@ -435,20 +438,32 @@ struct Executor::Impl {
   /// across processes.
   std::vector<std::string> GpuBlocked;
 
-  // Cross-device waits.
+  // Cross-device waits: Program::Done, announced to the waiters here.
   uint64_t RunId = 0;
-  std::mutex WaitM;
-  std::condition_variable WaitCV;
+  Notifier Signalled;
 
-  // Device threads (started when a program spans several devices).
+  // Device threads (started when a program spans several devices). The
+  // calling thread runs one device of a step itself (Program::Lead) and
+  // hands the others to their threads, then waits until Remaining, which
+  // each thread counts down, is 0.
+  struct WorkerJob {
+    /// The step's RunId, released after Program and Step are written.
+    std::atomic<uint64_t> Id{0};
+    int Program = 0;
+    uint64_t Step = 0;
+    Notifier Ready;
+  };
   std::vector<std::thread> Workers;
-  std::mutex JobM;
-  std::condition_variable JobCV, DoneCV;
-  uint64_t JobId = 0;
-  int JobProgram = 0;
-  uint64_t JobStep = 0;
-  unsigned Remaining = 0;
-  bool Stop = false;
+  std::unique_ptr<WorkerJob[]> Jobs;
+  std::atomic<bool> Stopping{false};
+  std::atomic<unsigned> Remaining{0};
+  Notifier Finished;
+  /// How long a thread polls before it sleeps: for a kernel of another
+  /// device or the devices' ends (HandOffSpin, within a step), and for
+  /// the next step (NextStepSpin: the caller reads the outputs and stages
+  /// the next batch in between).
+  static constexpr std::chrono::microseconds HandOffSpin{50};
+  static constexpr std::chrono::microseconds NextStepSpin{200};
 
   // Tracing.
   struct TraceEvent {
@@ -463,11 +478,11 @@ struct Executor::Impl {
   uint64_t TraceStart = 0;
 
   ~Impl() {
-    {
-      std::lock_guard<std::mutex> L(JobM);
-      Stop = true;
-    }
-    JobCV.notify_all();
+    if (Workers.empty())
+      return;
+    Stopping.store(true, std::memory_order_release);
+    for (size_t D = 0; D < Workers.size(); ++D)
+      Jobs[D].Ready.notify();
     for (std::thread &T : Workers)
       T.join();
   }
@@ -486,16 +501,12 @@ struct Executor::Impl {
   std::vector<Status> RunErrors;
   void waitFor(Program &Prog, uint32_t Kernel) {
     std::atomic<uint64_t> &D = Prog.Done[Kernel];
-    for (int Spin = 0; Spin < 2000; ++Spin)
-      if (D.load(std::memory_order_acquire) >= RunId)
-        return;
-    std::unique_lock<std::mutex> L(WaitM);
-    WaitCV.wait(L, [&] { return D.load(std::memory_order_acquire) >= RunId; });
+    Signalled.wait([&] { return D.load(std::memory_order_acquire) >= RunId; },
+                   HandOffSpin);
   }
   void signal(Program &Prog, uint32_t Kernel) {
     Prog.Done[Kernel].store(RunId, std::memory_order_release);
-    std::lock_guard<std::mutex> L(WaitM);
-    WaitCV.notify_all();
+    Signalled.notify();
   }
   void worker(uint32_t Dev);
 };
@@ -808,6 +819,17 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
   for (uint32_t D = 0; D < Prog.PerDevice.size(); ++D)
     if (!Prog.PerDevice[D].empty())
       Prog.Active.push_back(D);
+  // The calling thread runs a CPU device where there is one: on a GPU
+  // plan the CPU sends the inputs first, so the GPU's thread finds them
+  // there when it starts, and the CPU's step ends after the GPU's.
+  if (!Prog.Active.empty()) {
+    Prog.Lead = Prog.Active.front();
+    for (uint32_t D : Prog.Active)
+      if (Devices[D]->kind() == DeviceKind::CPU) {
+        Prog.Lead = D;
+        break;
+      }
+  }
   // Every waited kernel signals; events for asynchronous devices.
   for (Slot &S : Prog.Slots)
     for (uint32_t W : S.Waits)
@@ -1517,22 +1539,21 @@ void Executor::Impl::planSegments(Program &Prog,
 }
 
 void Executor::Impl::worker(uint32_t Dev) {
+  WorkerJob &Job = Jobs[Dev];
   uint64_t Seen = 0;
   for (;;) {
-    std::unique_lock<std::mutex> L(JobM);
-    JobCV.wait(L, [&] { return Stop || JobId != Seen; });
-    if (Stop)
+    Job.Ready.wait(
+        [&] {
+          return Job.Id.load(std::memory_order_acquire) != Seen ||
+                 Stopping.load(std::memory_order_acquire);
+        },
+        NextStepSpin);
+    if (Stopping.load(std::memory_order_acquire))
       return;
-    Seen = JobId;
-    int ProgIndex = JobProgram;
-    uint64_t Step = JobStep;
-    L.unlock();
-    Program &Prog = Programs[ProgIndex];
-    if (!Prog.PerDevice[Dev].empty())
-      runDevice(Prog, ProgIndex, Dev, Step);
-    L.lock();
-    if (--Remaining == 0)
-      DoneCV.notify_all();
+    Seen = Job.Id.load(std::memory_order_acquire);
+    runDevice(Programs[Job.Program], Job.Program, Dev, Job.Step);
+    if (Remaining.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      Finished.notify();
   }
 }
 
@@ -1584,9 +1605,11 @@ Executor::create(std::shared_ptr<const PlanFile> Plan,
   bool Multi = false;
   for (const Impl::Program &Prog : I.Programs)
     Multi |= Prog.Active.size() > 1;
-  if (Multi)
+  if (Multi) {
+    I.Jobs.reset(new Impl::WorkerJob[I.Devices.size()]);
     for (uint32_t D = 0; D < I.Devices.size(); ++D)
       I.Workers.emplace_back([&I, D] { I.worker(D); });
+  }
   if (I.P->variables())
     for (const fb::Variable *V : *I.P->variables())
       E->Variables.push_back(
@@ -1732,13 +1755,22 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
     if (!Prog.Active.empty())
       I->runDevice(Prog, ProgIndex, Prog.Active[0], Step);
   } else {
-    std::unique_lock<std::mutex> L(I->JobM);
-    I->JobProgram = ProgIndex;
-    I->JobStep = Step;
-    I->Remaining = unsigned(I->Devices.size());
-    ++I->JobId;
-    I->JobCV.notify_all();
-    I->DoneCV.wait(L, [&] { return I->Remaining == 0; });
+    // The other devices' threads first, then the lead device here.
+    I->Remaining.store(unsigned(Prog.Active.size() - 1),
+                       std::memory_order_relaxed);
+    for (uint32_t D : Prog.Active) {
+      if (D == Prog.Lead)
+        continue;
+      Impl::WorkerJob &Job = I->Jobs[D];
+      Job.Program = ProgIndex;
+      Job.Step = Step;
+      Job.Id.store(I->RunId, std::memory_order_release);
+      Job.Ready.notify();
+    }
+    I->runDevice(Prog, ProgIndex, Prog.Lead, Step);
+    I->Finished.wait(
+        [&] { return I->Remaining.load(std::memory_order_acquire) == 0; },
+        Impl::HandOffSpin);
   }
   for (uint32_t Id : Prog.AsyncSlots)
     Prog.Slots[Id].Group->finish(Prog.Slots[Id].Participant);
