@@ -12,10 +12,14 @@
 //    updates);
 //  - collectives: a device's all-reduces run in bucket order, the same order
 //    on every device.
-// Then one topological order of the whole graph is taken, sends and
-// collectives first among the ready nodes, then the nodes they read (so
-// communication starts as early as possible), ties broken by graph order;
-// each device's list is that order restricted to the device. If the devices
+// Then one topological order of the whole graph is taken by simulating the
+// step: each device has a clock, a kernel takes one unit of time on its
+// device (a send none), and the next node is the one that can start
+// first; among a device's nodes that can start, sends, collectives and the
+// receives of computed values come first, then the nodes sends and
+// collectives read (so communication starts as early as possible), ties
+// broken by graph order.
+// Each device's list is that order restricted to the device. If the devices
 // running their lists would deadlock at a collective (a participant taken
 // early, while another participant's device still needs something from its
 // device), the order is taken again with each collective's participants
@@ -138,6 +142,17 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
           Rank[In.N->getId()] = 1;
       Rank[NP->getId()] = 0;
     }
+  // A Recv of what a kernel computes comes first too, once its data is
+  // there: what it unblocks (a parameter server's update) runs while the
+  // sender computes on. A Recv of what is there before the step (an
+  // input, a variable) is taken when nothing else can run, so that its
+  // copy does not take memory long before it is read.
+  for (const auto &NP : G.nodes())
+    if (isa(*NP, OpKind::Send) && NP->getNumInputs() == 1 &&
+        hasKernel(*NP->getInput(0).N))
+      if (auto It = RecvsOf.find(NP.get()); It != RecvsOf.end())
+        for (Node *R : It->second)
+          Rank[R->getId()] = 0;
   // By id: the node, and the device of its kernel (-1: none), so that
   // taking a node from the ready set reads no node either.
   std::vector<Node *> ById(Bound, nullptr);
@@ -168,52 +183,132 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
   // A collective some of whose participants never became ready while
   // others did (one needs another's result), found by Order(true).
   size_t WaitingGroup = Groups.size();
+  size_t NumDevices = G.getDevices().size();
   // Takes the order (S.Schedules); returns the number of nodes ordered.
   // With \p Together, the participants of a collective become ready
   // together, when the last of them is.
+  //
+  // The order simulates the step: every device has a clock, a kernel takes
+  // one unit of its device's time (a Send none: it only signals) and starts
+  // once its device is free and what it reads is there. The next node
+  // taken is the one that can start first; among a device's nodes that
+  // can start then, the lowest rank, then graph order. So a device's list
+  // follows when its inputs arrive, not the ids of other devices' nodes:
+  // a CPU parameter server receives a gradient and applies it while the
+  // GPU computes the next one.
   auto Order = [&](bool Together) {
     std::vector<unsigned> Pending(Bound, 0);
     for (const auto &NP : G.nodes())
       Pending[NP->getId()] = numInEdges(*NP);
-    // The ready set holds (rank, id) packed in one integer, so ordering it
-    // reads no node.
+    // When each node's inputs are there.
+    std::vector<uint32_t> ReadyAt(Bound, 0);
+    std::vector<uint32_t> Clock(NumDevices, 0);
+    // Per device: the nodes that can start by its clock, as (rank, id)
+    // packed in one integer, so ordering them reads no node; and those
+    // whose inputs come later, as (time, (rank, id)).
+    using Packed = uint64_t;
+    using Timed = std::pair<uint32_t, Packed>;
+    std::vector<
+        std::priority_queue<Packed, std::vector<Packed>, std::greater<Packed>>>
+        Now(NumDevices);
+    std::vector<
+        std::priority_queue<Timed, std::vector<Timed>, std::greater<Timed>>>
+        Later(NumDevices);
+    // Ready nodes without a kernel (taken at once, in no list).
+    std::vector<unsigned> Free;
     auto Key = [&](unsigned Id) { return (uint64_t(Rank[Id]) << 32) | Id; };
-    std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<uint64_t>>
-        Ready;
     std::vector<unsigned> GroupReady(Groups.size(), 0);
     auto MakeReady = [&](unsigned Id) {
-      unsigned Grp = GroupOf[Id];
-      if (!Together || Grp == NoGroup) {
-        Ready.push(Key(Id));
+      if (KernelDevice[Id] < 0) {
+        Free.push_back(Id);
         return;
       }
-      // The group enters the ready set through its first participant,
-      // and leaves it all at once (below): nothing comes between its
-      // participants in the order.
-      if (++GroupReady[Grp] == Groups[Grp].size())
-        Ready.push(Key(Groups[Grp].front()));
+      uint32_t At = ReadyAt[Id];
+      unsigned Grp = GroupOf[Id];
+      if (Together && Grp != NoGroup) {
+        // The group enters the ready set through its first participant,
+        // and leaves it all at once (below): nothing comes between its
+        // participants in the order.
+        if (++GroupReady[Grp] != Groups[Grp].size())
+          return;
+        Id = Groups[Grp].front();
+        for (unsigned P : Groups[Grp])
+          At = std::max(At, ReadyAt[P]);
+      }
+      int Dev = KernelDevice[Id];
+      if (At <= Clock[Dev])
+        Now[Dev].push(Key(Id));
+      else
+        Later[Dev].push({At, Key(Id)});
     };
     for (const auto &NP : G.nodes())
       if (Pending[NP->getId()] == 0)
         MakeReady(NP->getId());
-    S.Schedules.assign(G.getDevices().size(), {});
+    S.Schedules.assign(NumDevices, {});
     size_t Done = 0;
-    auto Take = [&](unsigned Id) {
+    // Takes node Id, a kernel starting at \p Start or a node without one.
+    auto Take = [&](unsigned Id, uint32_t Start) {
       ++Done;
-      if (KernelDevice[Id] >= 0)
-        S.Schedules[KernelDevice[Id]].push_back(ById[Id]);
-      for (unsigned U : Users.idsOf(Id))
+      uint32_t End = ReadyAt[Id];
+      if (int Dev = KernelDevice[Id]; Dev >= 0) {
+        S.Schedules[Dev].push_back(ById[Id]);
+        End = Start + (isa(*ById[Id], OpKind::Send) ? 0 : 1);
+        Clock[Dev] = End;
+      }
+      for (unsigned U : Users.idsOf(Id)) {
+        ReadyAt[U] = std::max(ReadyAt[U], End);
         if (--Pending[U] == 0)
           MakeReady(U);
+      }
     };
-    while (!Ready.empty()) {
-      unsigned Id = uint32_t(Ready.top());
-      Ready.pop();
-      if (!Together || GroupOf[Id] == NoGroup)
-        Take(Id);
-      else
-        for (unsigned P : Groups[GroupOf[Id]])
-          Take(P);
+    for (;;) {
+      while (!Free.empty()) {
+        unsigned Id = Free.back();
+        Free.pop_back();
+        Take(Id, 0);
+      }
+      // The device that can start a kernel first (the lowest index of a
+      // tie).
+      int Best = -1;
+      uint32_t BestStart = 0;
+      for (size_t D = 0; D < NumDevices; ++D) {
+        while (!Later[D].empty() && Later[D].top().first <= Clock[D]) {
+          Now[D].push(Later[D].top().second);
+          Later[D].pop();
+        }
+        uint32_t Start;
+        if (!Now[D].empty())
+          Start = Clock[D];
+        else if (!Later[D].empty())
+          Start = Later[D].top().first;
+        else
+          continue;
+        if (Best < 0 || Start < BestStart) {
+          Best = int(D);
+          BestStart = Start;
+        }
+      }
+      if (Best < 0)
+        break;
+      if (Now[Best].empty()) {
+        Clock[Best] = BestStart;
+        while (!Later[Best].empty() && Later[Best].top().first <= Clock[Best]) {
+          Now[Best].push(Later[Best].top().second);
+          Later[Best].pop();
+        }
+      }
+      unsigned Id = uint32_t(Now[Best].top());
+      Now[Best].pop();
+      if (!Together || GroupOf[Id] == NoGroup) {
+        Take(Id, Clock[Best]);
+        continue;
+      }
+      // A collective starts when its last participant can.
+      uint32_t Start = 0;
+      for (unsigned P : Groups[GroupOf[Id]])
+        Start = std::max({Start, Clock[KernelDevice[P]], ReadyAt[P]});
+      for (unsigned P : Groups[GroupOf[Id]])
+        Take(P, Start);
     }
     if (Together)
       for (size_t Grp = 0; Grp < Groups.size(); ++Grp)
