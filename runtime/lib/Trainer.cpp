@@ -643,6 +643,20 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
   if (Impl->TrainProg < 0)
     return Status::error("plan '" + Impl->Plan->name() +
                          "' has no training program");
+  {
+    // Without a loss a step would train nothing and report no loss.
+    const fb::Program &FP =
+        *Impl->Plan->plan().programs()->Get(uint32_t(Impl->TrainProg));
+    bool HasLoss = false;
+    if (FP.outputs())
+      for (const fb::Output *O : *FP.outputs())
+        HasLoss |= O->kind() == fb::OutputKind::Loss;
+    if (!HasLoss)
+      return Status::error("plan '" + Impl->Plan->name() +
+                           "': its training program has no loss (the model "
+                           "names none with 'loss:'), so there is nothing "
+                           "to train");
+  }
   if (Opts.Eval)
     Impl->EvalProg = Impl->Exec->programIndex("eval");
   // The processes evaluate their shards independently (a process that
