@@ -18,11 +18,14 @@ executor's hand-offs between devices):
   cnn-ps      examples/tf_tutorial_cnn.mdg, one GPU, ps
 
   bench/mdrun_ab.py BEFORE AFTER [--plans=tiny-1dev,tiny-2dev]
-                    [--reps=5] [--threads=1] [--scale=1.0]
+                    [--reps=5] [--threads=1] [--scale=1.0] [--load=0]
 
 BEFORE and AFTER are mdrun executables, e.g. one built from an older
 commit (git worktree add /tmp/base OLD && cmake ... && ninja mdrun).
 --scale multiplies every plan's step count (shorter or longer runs).
+--load=N runs N busy loops beside the measurements, as other users'
+processes would on a shared machine. The environment reaches both
+binaries (MDRT_SPIN_WAIT=1, say).
 """
 import argparse
 import os
@@ -73,6 +76,7 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--load", type=int, default=0)
     a = p.parse_args()
     build = os.environ.get("BUILD", os.path.join(ROOT, "build"))
     mdplan = os.path.join(build, "bin", "mdplan")
@@ -96,6 +100,26 @@ def main():
         plans[n] = os.path.join(tmp, n + ".mdp")
         subprocess.run([mdplan, src] + opts + ["-o", plans[n]], check=True)
     times = {(n, s): [] for n in names for s in ("before", "after")}
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(a.load)]
+    try:
+        measure(a, names, plans, times)
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+    print("| plan | before: us/step | after: us/step | before / after |")
+    print("| --- | ---: | ---: | ---: |")
+    for n in names:
+        b = statistics.median(times[(n, "before")])
+        f = statistics.median(times[(n, "after")])
+        print("| %s | %.1f | %.1f | %.2f |" % (n, b, f, b / f))
+
+
+def measure(a, names, plans, times):
+    """Runs every plan under both binaries, a.reps times, alternating."""
+    if a.load:
+        print("with %d busy loops" % a.load)
     print("load average before: %.2f %.2f %.2f" % os.getloadavg())
     for r in range(a.reps):
         for n in names:
@@ -108,12 +132,6 @@ def main():
                 times[(n, side)].append(step_us(binary, plans[n], steps,
                                                 a.threads))
     print("load average after: %.2f %.2f %.2f" % os.getloadavg())
-    print("| plan | before: us/step | after: us/step | before / after |")
-    print("| --- | ---: | ---: | ---: |")
-    for n in names:
-        b = statistics.median(times[(n, "before")])
-        f = statistics.median(times[(n, "after")])
-        print("| %s | %.1f | %.1f | %.2f |" % (n, b, f, b / f))
 
 
 if __name__ == "__main__":

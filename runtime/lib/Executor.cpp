@@ -461,9 +461,12 @@ struct Executor::Impl {
   /// How long a thread polls before it sleeps: for a kernel of another
   /// device or the devices' ends (HandOffSpin, within a step), and for
   /// the next step (NextStepSpin: the caller reads the outputs and stages
-  /// the next batch in between).
-  static constexpr std::chrono::microseconds HandOffSpin{50};
-  static constexpr std::chrono::microseconds NextStepSpin{200};
+  /// the next batch in between). Zero unless MDRT_SPIN_WAIT is set: a
+  /// polling thread saves the wake-up (tens of microseconds) only where
+  /// it has a core to itself; where other work keeps the cores busy, each
+  /// of its yields gives a core away for a time slice, and a step takes
+  /// ten to sixty times as long.
+  std::chrono::microseconds HandOffSpin{0}, NextStepSpin{0};
 
   // Tracing.
   struct TraceEvent {
@@ -484,7 +487,8 @@ struct Executor::Impl {
     for (size_t D = 0; D < Workers.size(); ++D)
       Jobs[D].Ready.notify();
     for (std::thread &T : Workers)
-      T.join();
+      if (T.joinable())
+        T.join();
   }
 
   Status createDevices(std::vector<std::string> &Notes);
@@ -1605,10 +1609,22 @@ Executor::create(std::shared_ptr<const PlanFile> Plan,
   bool Multi = false;
   for (const Impl::Program &Prog : I.Programs)
     Multi |= Prog.Active.size() > 1;
+  if (envFlag("MDRT_SPIN_WAIT")) {
+    I.HandOffSpin = std::chrono::microseconds(50);
+    I.NextStepSpin = std::chrono::microseconds(200);
+  }
   if (Multi) {
+    // A thread for each device that some step hands to one.
+    std::vector<uint8_t> Handed(I.Devices.size(), 0);
+    for (const Impl::Program &Prog : I.Programs)
+      if (Prog.Active.size() > 1)
+        for (uint32_t D : Prog.Active)
+          Handed[D] |= D != Prog.Lead;
     I.Jobs.reset(new Impl::WorkerJob[I.Devices.size()]);
+    I.Workers.resize(I.Devices.size());
     for (uint32_t D = 0; D < I.Devices.size(); ++D)
-      I.Workers.emplace_back([&I, D] { I.worker(D); });
+      if (Handed[D])
+        I.Workers[D] = std::thread([&I, D] { I.worker(D); });
   }
   if (I.P->variables())
     for (const fb::Variable *V : *I.P->variables())
@@ -1767,10 +1783,15 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
       Job.Id.store(I->RunId, std::memory_order_release);
       Job.Ready.notify();
     }
-    I->runDevice(Prog, ProgIndex, Prog.Lead, Step);
+    // As on the devices' own threads, an exception ends the process: the
+    // other threads may be waiting for this device's kernels.
+    auto RunLead = [&]() noexcept {
+      I->runDevice(Prog, ProgIndex, Prog.Lead, Step);
+    };
+    RunLead();
     I->Finished.wait(
         [&] { return I->Remaining.load(std::memory_order_acquire) == 0; },
-        Impl::HandOffSpin);
+        I->HandOffSpin);
   }
   for (uint32_t Id : Prog.AsyncSlots)
     Prog.Slots[Id].Group->finish(Prog.Slots[Id].Participant);

@@ -643,6 +643,19 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
   if (Impl->TrainProg < 0)
     return Status::error("plan '" + Impl->Plan->name() +
                          "' has no training program");
+  if (Opts.Eval)
+    Impl->EvalProg = Impl->Exec->programIndex("eval");
+  // The processes evaluate their shards independently (a process that
+  // fails stops early): an eval program with collectives would not do.
+  if (Impl->EvalProg >= 0) {
+    const fb::Program &FP =
+        *Impl->Plan->plan().programs()->Get(uint32_t(Impl->EvalProg));
+    if (FP.collectives() && FP.collectives()->size())
+      return Status::error("plan '" + Impl->Plan->name() +
+                           "': its eval program has collectives, which "
+                           "mdrun's evaluation does not run (train with "
+                           "--no-eval)");
+  }
   {
     // Without a loss a step would train nothing and report no loss.
     const fb::Program &FP =
@@ -656,19 +669,6 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
                            "': its training program has no loss (the model "
                            "names none with 'loss:'), so there is nothing "
                            "to train");
-  }
-  if (Opts.Eval)
-    Impl->EvalProg = Impl->Exec->programIndex("eval");
-  // The processes evaluate their shards independently (a process that
-  // fails stops early): an eval program with collectives would not do.
-  if (Impl->EvalProg >= 0) {
-    const fb::Program &FP =
-        *Impl->Plan->plan().programs()->Get(uint32_t(Impl->EvalProg));
-    if (FP.collectives() && FP.collectives()->size())
-      return Status::error("plan '" + Impl->Plan->name() +
-                           "': its eval program has collectives, which "
-                           "mdrun's evaluation does not run (train with "
-                           "--no-eval)");
   }
   MDRT_RETURN_IF_ERROR(Impl->Exec->initialize());
   MDRT_RETURN_IF_ERROR(Impl->loadData());
