@@ -15,10 +15,9 @@
 // Then one topological order of the whole graph is taken by simulating the
 // step: each device has a clock, a kernel takes one unit of time on its
 // device (a send none), and the next node is the one that can start
-// first; among a device's nodes that can start, sends, collectives and the
-// receives of computed values come first, then the nodes sends and
-// collectives read (so communication starts as early as possible), ties
-// broken by graph order.
+// first; among a device's nodes that can start, sends and collectives come
+// first, then the nodes they read (so communication starts as early as
+// possible), ties broken by graph order.
 // Each device's list is that order restricted to the device. If the devices
 // running their lists would deadlock at a collective (a participant taken
 // early, while another participant's device still needs something from its
@@ -142,25 +141,21 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
           Rank[In.N->getId()] = 1;
       Rank[NP->getId()] = 0;
     }
-  // A Recv of what a kernel computes comes first too, once its data is
-  // there: what it unblocks (a parameter server's update) runs while the
-  // sender computes on. A Recv of what is there before the step (an
-  // input, a variable) is taken when nothing else can run, so that its
-  // copy does not take memory long before it is read.
-  for (const auto &NP : G.nodes())
-    if (isa(*NP, OpKind::Send) && NP->getNumInputs() == 1 &&
-        hasKernel(*NP->getInput(0).N))
-      if (auto It = RecvsOf.find(NP.get()); It != RecvsOf.end())
-        for (Node *R : It->second)
-          Rank[R->getId()] = 0;
   // By id: the node, and the device of its kernel (-1: none), so that
   // taking a node from the ready set reads no node either.
+  // And the time its kernel takes in the simulated step (below).
   std::vector<Node *> ById(Bound, nullptr);
   std::vector<int> KernelDevice(Bound, -1);
+  std::vector<uint8_t> Cost(Bound, 0);
+  std::vector<unsigned> InEdges(Bound, 0);
   for (const auto &NP : G.nodes()) {
-    ById[NP->getId()] = NP.get();
-    if (hasKernel(*NP))
-      KernelDevice[NP->getId()] = NP->getDevice();
+    unsigned Id = NP->getId();
+    ById[Id] = NP.get();
+    InEdges[Id] = numInEdges(*NP);
+    if (hasKernel(*NP)) {
+      KernelDevice[Id] = NP->getDevice();
+      Cost[Id] = isa(*NP, OpKind::Send) ? 0 : 1;
+    }
   }
   // The participants of each collective (group and bucket).
   constexpr unsigned NoGroup = ~0u;
@@ -195,11 +190,11 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
   // can start then, the lowest rank, then graph order. So a device's list
   // follows when its inputs arrive, not the ids of other devices' nodes:
   // a CPU parameter server receives a gradient and applies it while the
-  // GPU computes the next one.
+  // GPU computes the next one. (A device with nothing else to start takes
+  // a Recv whose data is there even if its reader waits for more, which
+  // can hold that buffer a little longer than graph order did.)
   auto Order = [&](bool Together) {
-    std::vector<unsigned> Pending(Bound, 0);
-    for (const auto &NP : G.nodes())
-      Pending[NP->getId()] = numInEdges(*NP);
+    std::vector<unsigned> Pending = InEdges;
     // When each node's inputs are there.
     std::vector<uint32_t> ReadyAt(Bound, 0);
     std::vector<uint32_t> Clock(NumDevices, 0);
@@ -252,7 +247,7 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
       uint32_t End = ReadyAt[Id];
       if (int Dev = KernelDevice[Id]; Dev >= 0) {
         S.Schedules[Dev].push_back(ById[Id]);
-        End = Start + (isa(*ById[Id], OpKind::Send) ? 0 : 1);
+        End = Start + Cost[Id];
         Clock[Dev] = End;
       }
       for (unsigned U : Users.idsOf(Id)) {
