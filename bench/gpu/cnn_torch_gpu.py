@@ -166,12 +166,17 @@ def main():
     # MDRT_CUDNN_FIND=1: cuDNN algorithms chosen by timing them (not yet
     # mdrun's default; these rows decide whether it should be).
     # MDRT_CUDA_CONV_GEMM=1: every convolution as im2col and cuBLAS.
+    # MDRT_SPIN_WAIT=1: the executor's threads poll for each other before
+    # they sleep (off by default: it loses on a machine whose cores are
+    # busy with other work; the GPU machine's are not).
     find = {"MDRT_CUDNN_FIND": "1"}
     gemm = {"MDRT_CUDA_CONV_GEMM": "1"}
+    spin = {"MDRT_SPIN_WAIT": "1"}
     variants = (("mdrun", [], {}),
                 ("mdrun --cuda-graph", ["--cuda-graph"], {}),
                 ("mdrun --cuda-graph, timed", ["--cuda-graph"], find),
-                ("mdrun --cuda-graph, im2col", ["--cuda-graph"], gemm))
+                ("mdrun --cuda-graph, im2col", ["--cuda-graph"], gemm),
+                ("mdrun --cuda-graph, polling", ["--cuda-graph"], spin))
     for name, extra, env in variants:
         t0, _ = mdrun_seconds(a.mdrun, a.plan, a.data, a.warmup, extra, env)
         t1, log = mdrun_seconds(a.mdrun, a.plan, a.data, a.warmup + a.steps,
