@@ -17,6 +17,7 @@
 #define MDRT_LIB_KERNELCHECKS_H
 
 #include "mdrt/Kernel.h"
+#include "mdrt/Random.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -70,6 +71,12 @@ Status checkElements(const KernelInfo &I, const TensorDesc &D, int64_t N,
                      const char *What);
 /// Checks that a Dropout rate is in [0, 1).
 Status checkDropoutRate(double Rate);
+/// The random stream of a Dropout kernel: from its node's name, so that
+/// the same model and seed draw the same masks whatever the plan's kernel
+/// order (mdplan's schedule) and on every device kind.
+inline uint64_t dropoutStream(const KernelInfo &I) {
+  return hashName(I.Name.c_str());
+}
 /// Flags the dimensions of a rank-\p Rank tensor named by \p Axes
 /// (negative counts from the end; empty: all).
 Status reductionAxes(const std::vector<int64_t> &Axes, size_t Rank,

@@ -40,8 +40,7 @@ struct KernelInfo {
   AttrMap Attrs;
   std::vector<TensorDesc> Inputs;
   std::vector<TensorDesc> Outputs;
-  /// Index of the kernel in the plan; random streams (Dropout) derive from
-  /// it, so the same plan draws the same numbers on every device kind.
+  /// Index of the kernel in the plan.
   uint32_t Index = 0;
   /// Intra-op threads a CPU kernel may use.
   int NumThreads = 1;

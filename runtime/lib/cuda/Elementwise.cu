@@ -720,7 +720,7 @@ public:
           std::nextafter(Threshold, std::numeric_limits<float>::infinity());
     Scale = T(1.0 / (1.0 - Rate));
     SeedAttr = uint64_t(I.Attrs.getInt("seed", 0));
-    Stream = I.Index;
+    Stream = cpu::dropoutStream(I);
     return Status::ok();
   }
   void run(const ExecContext &C) override {

@@ -402,11 +402,11 @@ TEST(CpuKernels, SoftmaxOfAnEmptyLastDimension) {
     }
 }
 
-/// The documented mask of one element.
-double refMask(uint64_t RunSeed, int64_t SeedAttr, uint32_t Index,
+/// The documented mask of one element of the Dropout node \p Name.
+double refMask(uint64_t RunSeed, int64_t SeedAttr, const char *Name,
                uint64_t Step, uint64_t Element, double Rate) {
-  float U =
-      uniformRandomFloat(RunSeed ^ uint64_t(SeedAttr), Index, Step, Element);
+  float U = uniformRandomFloat(RunSeed ^ uint64_t(SeedAttr), hashName(Name),
+                               Step, Element);
   return double(U) >= Rate ? 1.0 / (1.0 - Rate) : 0.0;
 }
 
@@ -422,6 +422,7 @@ TEST(CpuKernels, DropoutMaskFollowsTheCounterBasedRng) {
           .input(X)
           .output(T, S)
           .output(T, S)
+          .name("net/dropout")
           .index(5)
           .threads(2);
       R.run(/*Step=*/3, /*Seed=*/1234);
@@ -429,7 +430,7 @@ TEST(CpuKernels, DropoutMaskFollowsTheCounterBasedRng) {
       std::vector<double> WantMask(X.V.size()), WantY(X.V.size());
       size_t Kept = 0;
       for (size_t K = 0; K < X.V.size(); ++K) {
-        WantMask[K] = roundTo(T, refMask(1234, 77, 5, 3, K, Rate));
+        WantMask[K] = roundTo(T, refMask(1234, 77, "net/dropout", 3, K, Rate));
         WantY[K] = roundTo(T, X.V[K] * WantMask[K]);
         Kept += WantMask[K] != 0;
       }
@@ -444,32 +445,38 @@ TEST(CpuKernels, DropoutMaskFollowsTheCounterBasedRng) {
       size_t Differ = 0;
       for (size_t K = 0; K < Mask4.size(); ++K) {
         Differ += Mask4[K] != Mask[K];
-        ASSERT_EQ(Mask4[K], roundTo(T, refMask(1234, 77, 5, 4, K, Rate)));
+        ASSERT_EQ(Mask4[K],
+                  roundTo(T, refMask(1234, 77, "net/dropout", 4, K, Rate)));
       }
       EXPECT_GT(Differ, Mask4.size() / 10);
     }
 }
 
-TEST(CpuKernels, DropoutStreamsDifferByKernelIndexAndSeed) {
+TEST(CpuKernels, DropoutStreamsDifferByNodeAndSeed) {
   Rng G;
   TT X = G.tensor(DType::Float32, {1000}, 1, 2);
-  auto MaskOf = [&](uint32_t Index, int64_t Seed, uint64_t RunSeed) {
+  auto MaskOf = [&](const char *Name, uint32_t Index, int64_t Seed,
+                    uint64_t RunSeed) {
     OpRunner R("Dropout");
     R.attr("rate", 0.5)
         .attr("seed", Seed)
         .input(X)
         .output(DType::Float32, {1000})
         .output(DType::Float32, {1000})
+        .name(Name)
         .index(Index)
         .run(0, RunSeed);
     return R.out(1);
   };
-  std::vector<double> Base = MaskOf(1, 2, 3);
-  EXPECT_NE(Base, MaskOf(2, 2, 3));
-  EXPECT_NE(Base, MaskOf(1, 5, 3));
-  EXPECT_NE(Base, MaskOf(1, 2, 4));
+  std::vector<double> Base = MaskOf("a/dropout", 1, 2, 3);
+  EXPECT_NE(Base, MaskOf("b/dropout", 1, 2, 3));
+  EXPECT_NE(Base, MaskOf("a/dropout", 1, 5, 3));
+  EXPECT_NE(Base, MaskOf("a/dropout", 1, 2, 4));
   // The seeds combine by xor.
-  EXPECT_EQ(Base, MaskOf(1, 3, 2));
+  EXPECT_EQ(Base, MaskOf("a/dropout", 1, 3, 2));
+  // The kernel's place in the plan does not matter (mdplan's schedule may
+  // order the same model's kernels differently).
+  EXPECT_EQ(Base, MaskOf("a/dropout", 7, 2, 3));
 }
 
 TEST(CpuKernels, DropoutRateZeroKeepsEverything) {

@@ -220,6 +220,10 @@ public:
     Info.Index = I;
     return *this;
   }
+  OpRunner &name(std::string N) {
+    Info.Name = std::move(N);
+    return *this;
+  }
 
   /// Creates the kernel; the error message, or "" on success.
   std::string create() {
