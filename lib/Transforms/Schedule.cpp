@@ -170,6 +170,17 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
                                         unsigned(Groups.size()));
         if (Ins.second)
           Groups.emplace_back();
+        // One participant per device (NCCL's and the host's collectives
+        // take one rank per device).
+        for (unsigned P : Groups[Ins.first->second])
+          if (ById[P]->getDevice() == NP->getDevice())
+            return NP->error("collective '" + NP->attrs().getString("group") +
+                             "' bucket " + Twine(NP->attrs().getInt("bucket")) +
+                             " has two participants on " +
+                             G.getDevices()[NP->getDevice()].toString() +
+                             ": '" + ById[P]->getName() + "' and '" +
+                             NP->getName() +
+                             "' (a collective takes one per device)");
         GroupOf[NP->getId()] = Ins.first->second;
         Groups[Ins.first->second].push_back(NP->getId());
       }
