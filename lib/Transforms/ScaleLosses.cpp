@@ -145,6 +145,12 @@ Error ScaleLossesPass::run(Graph &G, PassContext &Ctx) {
       addSummary(G, S, RegLoss, "regularization_loss", CI.Index);
   }
   if (SumLosses.empty()) {
+    // model_deploy allows it (its total_loss is None); mdrun refuses to
+    // train such a plan, so say so where the model can be fixed.
+    Ctx.Diags.warning(SourceLoc{internFileName(G.getFileName()), 0, 0},
+                      "the model names no loss ('loss:'): the training "
+                      "program computes no gradients and updates nothing, "
+                      "and mdrun refuses to train it");
     S.LossesScaled = true;
     return Error::success();
   }
