@@ -267,6 +267,13 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
           MakeReady(U);
       }
     };
+    // Moves device D's nodes whose inputs are there by its clock to Now.
+    auto Arrived = [&](size_t D) {
+      while (!Later[D].empty() && Later[D].top().first <= Clock[D]) {
+        Now[D].push(Later[D].top().second);
+        Later[D].pop();
+      }
+    };
     for (;;) {
       while (!Free.empty()) {
         unsigned Id = Free.back();
@@ -278,10 +285,7 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
       int Best = -1;
       uint32_t BestStart = 0;
       for (size_t D = 0; D < NumDevices; ++D) {
-        while (!Later[D].empty() && Later[D].top().first <= Clock[D]) {
-          Now[D].push(Later[D].top().second);
-          Later[D].pop();
-        }
+        Arrived(D);
         uint32_t Start;
         if (!Now[D].empty())
           Start = Clock[D];
@@ -298,10 +302,7 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
         break;
       if (Now[Best].empty()) {
         Clock[Best] = BestStart;
-        while (!Later[Best].empty() && Later[Best].top().first <= Clock[Best]) {
-          Now[Best].push(Later[Best].top().second);
-          Later[Best].pop();
-        }
+        Arrived(Best);
       }
       unsigned Id = uint32_t(Now[Best].top());
       Now[Best].pop();
