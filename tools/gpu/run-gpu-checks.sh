@@ -6,7 +6,7 @@
 # development machine), then runs the checks CHECKS names (default: all):
 #   losses    the MLP, CNN (default and mirrored placement) and ResNet
 #             planned for one GPU against the CPU's losses, carried and
-#             recomputed here, 20 steps, 1e-4 relative (the MLP), 1e-3
+#             recomputed here, 20 steps, 1e-4 relative (the MLP), 3e-3
 #             (the convolutional networks);
 #   ckdiff    one SGD step of the CNN (both placements; also with
 #             MDRT_CUDNN_FIND=1 and MDRT_CUDA_CONV_GEMM=1), the ResNet
@@ -173,12 +173,12 @@ P=$CARRY/plans
 if want losses; then
   echo "== 1. losses on the GPU against the CPU"
   S=0
-  # The convolutional networks at 1e-3: over 20 Adam steps they amplify any
+  # The convolutional networks at 3e-3: over 20 Adam steps they amplify any
   # change of summation order past 1e-4 (mdrun's own CPU backends, oneDNN,
-  # OpenBLAS and plain loops, differ by 1.3-1.5e-4 on the CNN); ckdiff
-  # checks their gradients to 1e-5.
+  # OpenBLAS and plain loops, drift 4e-4 to 2.2e-3 apart on the CNN and
+  # ResNet: bench/loss_drift.py); ckdiff checks their gradients to 1e-5.
   for m in mlp cnn mlp-mirrored cnn-mirrored resnet; do
-    TOL=1e-4; [[ $m == mlp* ]] || TOL=1e-3
+    TOL=1e-4; [[ $m == mlp* ]] || TOL=3e-3
     run20 "$P/$m.mdp" "$LOGS/$m-gpu.log" || { cat "$LOGS/$m-gpu.log"; S=1; continue; }
     timed "$RUN_TIMEOUT" env CUDA_VISIBLE_DEVICES= "$MDRUN" "$P/$m.mdp" \
       --soft-placement --data="$DATA" --steps=20 --no-shuffle --no-eval \
