@@ -14,6 +14,7 @@
 #   fashion-mnist/                    the dataset (gzipped IDX)
 #   compare_losses.py, diff_checkpoints.py  the comparisons
 #   plans/*.mdp                       the plans of the checks, compiled here
+#   cnn64.mdg                         the CNN in float64 (float64_model.py)
 #   cpu/*.log                         per-step losses of those plans on this
 #                                     machine's CPU (soft placement)
 #   commit, schema.sha256             what the carry was made from
@@ -61,6 +62,11 @@ P=$OUT/plans
 "$MDPLAN" "$ROOT/examples/tf_tutorial_cnn.mdg" --num-clones=1 \
   --strategy=mirrored --optimizer=sgd --learning-rate=0.1 \
   -o "$P/cnn-mirrored-sgd.mdp"
+# The CNN in float64 at batch 16 (the losses check's cnn64): rounding
+# differences stay far below 1e-4 over its 20 steps.
+python3 "$ROOT/tools/gpu/float64_model.py" "$ROOT/examples/tf_tutorial_cnn.mdg" \
+  "$OUT/cnn64.mdg" --batch=16 > /dev/null
+"$MDPLAN" "$OUT/cnn64.mdg" --num-clones=1 -o "$P/cnn64.mdp"
 # Clones sharing one GPU (run with --gpu-map=0,0,0,0) against one clone.
 for n in 1 2 4; do
   for s in ps mirrored; do
@@ -78,7 +84,7 @@ done
   --strategy=mirrored --global-batch=16 -o "$P/mlp-small-shared.mdp"
 
 # The CPU's losses of the one-GPU plans (the GPU machine recomputes them too).
-for m in mlp cnn mlp-mirrored cnn-mirrored resnet; do
+for m in mlp cnn mlp-mirrored cnn-mirrored resnet cnn64; do
   env CUDA_VISIBLE_DEVICES= "$MDRUN" "$P/$m.mdp" --soft-placement \
     --data="$DATA" --steps=20 --no-shuffle --no-eval --print-losses \
     --log-every=0 > "$OUT/cpu/$m.log"

@@ -7,7 +7,8 @@
 #   losses    the MLP, CNN (default and mirrored placement) and ResNet
 #             planned for one GPU against the CPU's losses, carried and
 #             recomputed here, 20 steps, 1e-4 relative (the MLP), 3e-3
-#             (the convolutional networks);
+#             (the convolutional networks), and the CNN in float64 (batch
+#             16) at 1e-5;
 #   ckdiff    one SGD step of the CNN (both placements; also with
 #             MDRT_CUDNN_FIND=1 and MDRT_CUDA_CONV_GEMM=1), the ResNet
 #             and the MLP on the GPU and the CPU: every
@@ -177,8 +178,10 @@ if want losses; then
   # change of summation order past 1e-4 (mdrun's own CPU backends, oneDNN,
   # OpenBLAS and plain loops, drift 4e-4 to 2.2e-3 apart on the CNN and
   # ResNet: bench/loss_drift.py); ckdiff checks their gradients to 1e-5.
-  for m in mlp cnn mlp-mirrored cnn-mirrored resnet; do
-    TOL=1e-4; [[ $m == mlp* ]] || TOL=3e-3
+  # The CNN in float64 (cnn64), whose rounding differences stay small over
+  # 20 steps, at 1e-5.
+  for m in mlp cnn mlp-mirrored cnn-mirrored resnet cnn64; do
+    case $m in mlp*) TOL=1e-4 ;; cnn64) TOL=1e-5 ;; *) TOL=3e-3 ;; esac
     run20 "$P/$m.mdp" "$LOGS/$m-gpu.log" || { cat "$LOGS/$m-gpu.log"; S=1; continue; }
     timed "$RUN_TIMEOUT" env CUDA_VISIBLE_DEVICES= "$MDRUN" "$P/$m.mdp" \
       --soft-placement --data="$DATA" --steps=20 --no-shuffle --no-eval \
