@@ -535,6 +535,9 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
       {"checkpoints (--checkpoint-dir, --checkpoint-every, --resume)",
        uint64_t(!Opts.CheckpointDir.empty()) | uint64_t(Opts.Resume) << 1 |
            uint64_t(Opts.CheckpointEvery) << 2},
+      // The workers of a ps-strategy run meet where they log.
+      {"--log-every (the workers of a ps-strategy run meet to log)",
+       RemoteVariables ? uint64_t(Opts.LogEvery) : 0},
   };
   constexpr size_t NF = sizeof(Fields) / sizeof(Fields[0]);
   uint64_t Mine[NF];
