@@ -7,6 +7,7 @@
 #include "mdrt/Executor.h"
 
 #include "mdrt/Cuda.h"
+#include "mdrt/ParameterServer.h"
 #include "mdrt/Random.h"
 
 #include "ClusterProtocol.h"
@@ -207,10 +208,7 @@ Status checkProcesses(const fb::Plan &P, const ExecutorOptions &Opts,
           "(mpirun -n " +
           std::to_string(Replicas) + " mdrun ...)" +
           (haveMpi() ? "" : ", which needs an mdrun built with MPI"));
-    if (Procs != Replicas)
-      return Status::error(Which + " (mirrored), but the run has " +
-                           std::to_string(Procs) + " processes; it needs " +
-                           std::to_string(Replicas) + ", one per replica");
+    MDRT_RETURN_IF_ERROR(checkMirroredProcessCount(P, Procs));
     if (Rank != Replica)
       return Status::error(
           Which + ", but it runs in process " + std::to_string(Rank) +

@@ -28,7 +28,21 @@
 
 using namespace mdrt;
 
+Status mdrt::checkMirroredProcessCount(const fb::Plan &P, int Processes) {
+  const fb::Deployment *D = P.deployment();
+  if (Processes <= 1 || !D || !D->strategy() ||
+      D->strategy()->str() != "mirrored" || D->num_replicas() <= 1 ||
+      Processes == D->num_replicas())
+    return Status::ok();
+  return Status::error(
+      "the plan is replica " + std::to_string(D->replica_id()) + " of " +
+      std::to_string(D->num_replicas()) + " (mirrored), but the run has " +
+      std::to_string(Processes) + " processes; it needs " +
+      std::to_string(D->num_replicas()) + ", one per replica");
+}
+
 StatusOr<ClusterLayout> mdrt::clusterLayout(const fb::Plan &P, int Processes) {
+  MDRT_RETURN_IF_ERROR(checkMirroredProcessCount(P, Processes));
   ClusterLayout L;
   L.Workers = Processes;
   const fb::Deployment *D = P.deployment();

@@ -8,11 +8,13 @@
 #include "mdrt/Checkpoint.h"
 #include "mdrt/Random.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -117,6 +119,8 @@ struct Trainer::Impl {
   std::unique_ptr<BatchIterator> TrainIt;
   std::vector<void *> TrainInputs, EvalInputs;
   std::ofstream Metrics;
+  /// --trace's file, opened (and so checked) before the run.
+  std::ofstream TraceOut;
   bool ProgressBar = false;
   uint64_t EvalRuns = 0;
   /// The run's processes (Opts.Exec.Processes, or a group of this process
@@ -135,6 +139,7 @@ struct Trainer::Impl {
   Status loadData();
   Status evaluate(int64_t Step, std::map<std::string, double> &Out);
   Status checkpoint(int64_t Step);
+  Status prepareCheckpointDir();
   Status resume(int64_t &Step);
   Status loadLatest(int64_t &Step, DataPosition &Position, bool &Found,
                     std::vector<std::vector<uint8_t>> &Values);
@@ -200,10 +205,22 @@ Status Trainer::Impl::loadData() {
       std::vector<std::string> EvalFeatures;
       for (const FeatureRequest &Q : EvalReq)
         EvalFeatures.push_back(Q.Feature);
-      auto E = Dataset::load(Opts.DataDir, "t10k", EvalFeatures);
-      if (!E.isOk()) {
-        Log << "note: no evaluation: " << E.status().message() << '\n';
+      // A directory without a test split trains without evaluating; a
+      // split that is there but damaged or incomplete is an error.
+      Status Absent = Status::ok();
+      bool Present = false;
+      for (const std::string &F : EvalFeatures) {
+        auto Path = findFeatureFile(Opts.DataDir, "t10k", F);
+        Present |= Path.isOk();
+        if (!Path.isOk() && Absent.isOk())
+          Absent = Path.status();
+      }
+      if (!Present) {
+        Log << "note: no evaluation: " << Absent.message() << '\n';
       } else {
+        auto E = Dataset::load(Opts.DataDir, "t10k", EvalFeatures);
+        if (!E.isOk())
+          return E.status().withContext("evaluation data");
         EvalData = std::make_shared<Dataset>(E.take());
       }
     }
@@ -329,6 +346,56 @@ Status Trainer::Impl::evaluate(int64_t Step,
   }
   Log << Line << " (" << Total << " examples)" << std::endl;
   metricsLine(JSON + "}");
+  return Status::ok();
+}
+
+/// Opens \p Path for writing into \p Out (truncating it); \p What names
+/// the file in the error.
+static Status openForWriting(std::ofstream &Out, const std::string &Path,
+                             const std::string &What) {
+  errno = 0;
+  Out.open(Path, std::ios::out | std::ios::trunc);
+  if (Out)
+    return Status::ok();
+  return Status::error("cannot write " + What + " '" + Path + "'" +
+                       (errno ? std::string(": ") + std::strerror(errno) : ""));
+}
+
+/// Replica 0's checks of the checkpoint directory before the first step,
+/// so that a run does not train for nothing: it can be created and written,
+/// and a run that does not resume finds no checkpoints of an earlier run
+/// there (it would take them for its own: they count against
+/// --keep-checkpoints, and --resume picks the one of highest step).
+Status Trainer::Impl::prepareCheckpointDir() {
+  if (Opts.CheckpointDir.empty() || !isLead())
+    return Status::ok();
+  const std::string &Dir = Opts.CheckpointDir;
+  std::error_code EC;
+  std::filesystem::create_directories(Dir, EC);
+  if (EC)
+    return Status::error("cannot create checkpoint directory '" + Dir +
+                         "': " + EC.message());
+  if (!Opts.Resume) {
+    auto Found = listCheckpoints(Dir);
+    if (!Found.isOk())
+      return Found.status();
+    if (!Found->empty())
+      return Status::error(
+          "checkpoint directory '" + Dir + "' holds " +
+          std::to_string(Found->size()) + " checkpoint" +
+          (Found->size() == 1 ? "" : "s") +
+          " of an earlier run (the latest: '" +
+          std::filesystem::path(Found->back().second).filename().string() +
+          "'): continue that run with --resume, or give another directory");
+  }
+  std::string Probe = Dir + "/.mdrun-write-test." + std::to_string(getpid());
+  errno = 0;
+  std::FILE *F = std::fopen(Probe.c_str(), "wb");
+  if (!F)
+    return Status::error("cannot write to checkpoint directory '" + Dir +
+                         "': " + std::strerror(errno));
+  std::fclose(F);
+  std::remove(Probe.c_str());
   return Status::ok();
 }
 
@@ -646,8 +713,12 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
   if (Impl->TrainProg < 0)
     return Status::error("plan '" + Impl->Plan->name() +
                          "' has no training program");
-  if (Opts.Eval)
+  if (Opts.Eval) {
     Impl->EvalProg = Impl->Exec->programIndex("eval");
+    if (Impl->EvalProg < 0 && Opts.EvalEvery > 0)
+      Log << "note: the plan has no evaluation program (compiled with "
+             "--no-eval): no evaluation, --eval-every notwithstanding\n";
+  }
   // The processes evaluate their shards independently (a process that
   // fails stops early): an eval program with collectives would not do.
   if (Impl->EvalProg >= 0) {
@@ -675,12 +746,12 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
   }
   MDRT_RETURN_IF_ERROR(Impl->Exec->initialize());
   MDRT_RETURN_IF_ERROR(Impl->loadData());
-  if (!Opts.MetricsPath.empty() && Impl->isLead()) {
-    Impl->Metrics.open(Opts.MetricsPath, std::ios::out | std::ios::trunc);
-    if (!Impl->Metrics)
-      return Status::error("cannot write metrics file '" + Opts.MetricsPath +
-                           "'");
-  }
+  if (!Opts.MetricsPath.empty() && Impl->isLead())
+    MDRT_RETURN_IF_ERROR(
+        openForWriting(Impl->Metrics, Opts.MetricsPath, "metrics file"));
+  if (!Opts.TracePath.empty())
+    MDRT_RETURN_IF_ERROR(
+        openForWriting(Impl->TraceOut, Opts.TracePath, "trace"));
   Impl->ProgressBar =
       Impl->isLead() &&
       (Opts.Progress > 0 || (Opts.Progress < 0 && isatty(STDERR_FILENO)));
@@ -701,14 +772,32 @@ Status Trainer::run(TrainResult &R) {
   else if (O.Resume && O.CheckpointDir.empty())
     Usable = Status::error("--resume needs --checkpoint-dir");
   MDRT_RETURN_IF_ERROR(T.Procs->agree(Usable));
-  int64_t Total = O.Steps > 0
-                      ? O.Steps
-                      : int64_t(std::ceil((O.Epochs > 0 ? O.Epochs : 1) *
-                                          double(PerEpoch)));
+  MDRT_RETURN_IF_ERROR(T.Procs->agree(T.prepareCheckpointDir()));
+  int64_t Total = O.Steps;
+  if (Total <= 0) {
+    double Epochs = O.Epochs > 0 ? O.Epochs : 1;
+    double Steps = std::ceil(Epochs * double(PerEpoch));
+    // Steps and examples must count in 64 bits.
+    Status Countable = Status::ok();
+    if (Steps * double(Batch) < 0x1p62)
+      Total = int64_t(Steps);
+    else {
+      char Buf[96];
+      std::snprintf(Buf, sizeof(Buf), "--epochs=%g is %g steps of %lld", Epochs,
+                    Steps, (long long)Batch);
+      Countable = Status::error(std::string(Buf) +
+                                " examples, more than a run can count");
+    }
+    MDRT_RETURN_IF_ERROR(T.Procs->agree(Countable));
+  }
   MDRT_RETURN_IF_ERROR(T.checkAgreement(Total));
   int64_t Step = 0;
   if (O.Resume)
     MDRT_RETURN_IF_ERROR(T.resume(Step));
+  if (Step >= Total && Step > 0)
+    T.Log << "note: the run resumed at step " << Step
+          << ", which is not before its last (" << Total
+          << "): no step to run\n";
   const int64_t FirstStep = Step;
   int64_t TraceFrom = O.TracePath.empty() ? -1 : Step + 1;
   int64_t TraceTo = TraceFrom + O.TraceSteps;
@@ -829,16 +918,18 @@ Status Trainer::run(TrainResult &R) {
       LossSum = 0;
       LossCount = 0;
     }
+    // The evaluation before the checkpoint: a run stopped in between
+    // resumes from the checkpoint before, and evaluates again.
+    if (EvalNow) {
+      if (T.ProgressBar)
+        std::fprintf(stderr, "\r%*s\r", 90, "");
+      MDRT_RETURN_IF_ERROR(T.evaluate(Step, R.Eval));
+    }
     if (CheckpointNow)
       MDRT_RETURN_IF_ERROR(T.Procs->agree(T.checkpoint(Step)));
     if (Step == O.KillAtStep) {
       T.Log.flush();
       std::raise(SIGKILL);
-    }
-    if (EvalNow) {
-      if (T.ProgressBar)
-        std::fprintf(stderr, "\r%*s\r", 90, "");
-      MDRT_RETURN_IF_ERROR(T.evaluate(Step, R.Eval));
     }
   }
   if (T.ProgressBar)
@@ -853,8 +944,9 @@ Status Trainer::run(TrainResult &R) {
     MDRT_RETURN_IF_ERROR(T.evaluate(Step, R.Eval));
   Status Traced = Status::ok();
   if (!O.TracePath.empty()) {
-    std::ofstream Trace(O.TracePath);
+    std::ofstream &Trace = T.TraceOut;
     T.Exec->writeTrace(Trace);
+    Trace.close();
     if (!Trace)
       Traced = Status::error("cannot write trace '" + O.TracePath + "'");
     else if (TraceFrom >= Total)

@@ -21,6 +21,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -100,10 +101,11 @@ bool parseInt(const std::string &S, int64_t &Out, int64_t Min,
   return true;
 }
 
+/// A finite number above 0.
 bool parseDouble(const std::string &S, double &Out) {
   char *End = nullptr;
   double V = std::strtod(S.c_str(), &End);
-  if (S.empty() || *End || !(V > 0))
+  if (S.empty() || *End || !(V > 0) || !std::isfinite(V))
     return false;
   Out = V;
   return true;
@@ -360,14 +362,24 @@ static int mdrunMain(int argc, char **argv) {
     Err << "mdrun: error: no plan given (mdrun PLAN --data=DIR)\n";
     return 2;
   }
-  if (T.Steps > 0 && T.Epochs > 0) {
-    Err << "mdrun: error: give --steps or --epochs, not both\n";
-    return 2;
-  }
-  if (T.CheckpointDir.empty() && (T.CheckpointEvery > 0 || KeepGiven)) {
-    Err << "mdrun: error: "
-        << (T.CheckpointEvery > 0 ? "--checkpoint-every" : "--keep-checkpoints")
-        << " needs --checkpoint-dir\n";
+  // Options that cannot go together, or need another.
+  const char *Misuse = nullptr;
+  if (T.Steps > 0 && T.Epochs > 0)
+    Misuse = "give --steps or --epochs, not both";
+  else if (T.Synthetic && !T.DataDir.empty())
+    Misuse = "give --data or --synthetic, not both";
+  else if (T.DataDir.empty() && !T.Synthetic && PrintCheckpoint.empty())
+    Misuse = "no data: give --data=DIR or --synthetic";
+  else if (!T.Eval && T.EvalEvery > 0)
+    Misuse = "give --eval-every or --no-eval, not both";
+  else if (T.CheckpointDir.empty() && T.CheckpointEvery > 0)
+    Misuse = "--checkpoint-every needs --checkpoint-dir";
+  else if (T.CheckpointDir.empty() && KeepGiven)
+    Misuse = "--keep-checkpoints needs --checkpoint-dir";
+  else if (T.CheckpointDir.empty() && T.Resume)
+    Misuse = "--resume needs --checkpoint-dir";
+  if (Misuse && !DumpPlan) {
+    Err << "mdrun: error: " << Misuse << '\n';
     return 2;
   }
 

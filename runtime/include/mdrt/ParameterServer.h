@@ -47,7 +47,13 @@ struct ClusterLayout {
 /// \p Plan: W + P processes for a ps-strategy plan of W replicas and P > 0
 /// ps tasks run by several processes; otherwise every process is a worker.
 /// An error when a ps-strategy plan's processes are not W + P.
+/// An error also when a multi-worker mirrored plan's processes are not
+/// one per replica (checkMirroredProcessCount).
 StatusOr<ClusterLayout> clusterLayout(const fb::Plan &Plan, int Processes);
+
+/// For a mirrored plan of several replicas run by several processes: an
+/// error unless there is one process per replica.
+Status checkMirroredProcessCount(const fb::Plan &Plan, int Processes);
 
 struct ServerOptions {
   /// Intra-op threads of the task's devices (0: the process's CPUs).
