@@ -414,6 +414,8 @@ Status Trainer::Impl::checkpoint(int64_t Step) {
   S.Step = Step;
   S.Data = TrainIt->position();
   S.Seed = Opts.Seed;
+  S.DataExamples = TrainData->size();
+  S.Shuffled = Opts.Shuffle;
   std::vector<std::vector<uint8_t>> Bufs(Exec->variables().size());
   std::vector<CheckpointTensorRef> Refs;
   for (size_t I = 0; I < Bufs.size(); ++I) {
@@ -462,6 +464,20 @@ Status Trainer::Impl::loadLatest(int64_t &Step, DataPosition &Position,
                          std::to_string(C->State.Seed) + ", not " +
                          std::to_string(Opts.Seed) +
                          " (resume with the same --seed)");
+  // The data position counts in the training data of the run that wrote
+  // it (a version 1 checkpoint does not say which).
+  if (C->State.DataExamples >= 0 && C->State.DataExamples != TrainData->size())
+    return Status::error(
+        "checkpoint '" + *Latest + "' was written by a run on " +
+        std::to_string(C->State.DataExamples) + " training examples, not " +
+        std::to_string(TrainData->size()) +
+        " (resume with the same data: --data, --synthetic-examples)");
+  if (C->State.DataExamples >= 0 && C->State.Shuffled != Opts.Shuffle)
+    return Status::error(
+        "checkpoint '" + *Latest + "' was written by a run that " +
+        (C->State.Shuffled ? "shuffles" : "does not shuffle") +
+        " its data (resume " + (C->State.Shuffled ? "without" : "with") +
+        " --no-shuffle)");
   for (size_t I = 0; I < Exec->variables().size(); ++I)
     Values[I] = C->find(Exec->variables()[I].Name)->Data;
   Step = C->State.Step;

@@ -145,6 +145,9 @@ int printCheckpoint(const std::string &Path) {
   std::cout << "checkpoint " << Path << "\nfingerprint " << Hex << "\nstep "
             << C->State.Step << "\ndata " << C->State.Data.str() << "\nseed "
             << C->State.Seed << '\n';
+  if (C->State.DataExamples >= 0)
+    std::cout << "training data " << C->State.DataExamples << " examples, "
+              << (C->State.Shuffled ? "shuffled" : "in order") << '\n';
   for (const CheckpointTensor &T : C->Tensors) {
     std::cout << "tensor " << T.Name << ' ' << T.Desc.str() << " =";
     size_t N = size_t(T.Desc.numElements());

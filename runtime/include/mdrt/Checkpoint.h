@@ -32,8 +32,10 @@
 
 namespace mdrt {
 
-/// The version of the file format this runtime writes and reads.
-constexpr uint32_t CheckpointFormatVersion = 1;
+/// The version of the file format this runtime writes. It reads this one
+/// and version 1 (which records nothing of the training data but the
+/// position in it).
+constexpr uint32_t CheckpointFormatVersion = 2;
 
 /// The scalar state of a run.
 struct CheckpointState {
@@ -45,6 +47,10 @@ struct CheckpointState {
   DataPosition Data;
   /// The run seed (initializers, dropout, shuffling).
   uint64_t Seed = 0;
+  /// The training data \p Data counts in: its number of examples, and
+  /// whether the run shuffles it. -1: not recorded (a version 1 file).
+  int64_t DataExamples = -1;
+  bool Shuffled = false;
 };
 
 /// A named tensor to write; \p Data points at Desc.bytes() bytes.

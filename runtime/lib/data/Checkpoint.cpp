@@ -4,12 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// File format, version 1. All integers are little-endian.
+// File format, version 2. All integers are little-endian.
 //
 //   offset  size  field
 //        0     8  magic "MDRTCKPT"
-//        8     4  u32 format version (1)
-//       12     4  u32 header size (72)
+//        8     4  u32 format version (2)
+//       12     4  u32 header size (88)
 //       16     8  u64 file size in bytes, the trailing checksum included
 //       24     8  u64 plan fingerprint
 //       32     8  i64 global step
@@ -17,8 +17,10 @@
 //       48     8  i64 data index within the epoch
 //       56     8  u64 run seed
 //       64     4  u32 number of tensors
-//       68     4  u32 reserved, 0
-//       72        the tensors, one after the other:
+//       68     4  u32 flags: bit 0, the run shuffles its training data
+//       72     8  i64 examples of the training data
+//       80     8  u64 reserved, 0
+//       88        the tensors, one after the other:
 //                   u32 name length L, then L bytes of name (UTF-8)
 //                   u8  dtype (mdrt::DType numbering: 1 float32, 2 float64,
 //                       3 int32, 4 int64, 5 bool)
@@ -29,6 +31,10 @@
 //                   zero bytes up to the next multiple of 8 (file offset)
 //                   the data, row-major, little-endian
 //      end-4     4  u32 CRC32 (zlib's crc32) of every byte before it
+//
+// Version 1 (still read) has a header of 72 bytes: offset 68 is reserved
+// and the tensors start at 72; it records no training data but the
+// position in it.
 //
 // Readers check, in order: magic, version, header size, file size against
 // the header (truncation), the checksum, then the tensors' structure.
@@ -57,7 +63,9 @@ using namespace mdrt;
 namespace {
 
 constexpr char Magic[8] = {'M', 'D', 'R', 'T', 'C', 'K', 'P', 'T'};
-constexpr size_t HeaderSize = 72;
+/// The header this runtime writes (version 2), and version 1's.
+constexpr size_t HeaderSize = 88;
+constexpr size_t HeaderSizeV1 = 72;
 constexpr size_t ChecksumSize = 4;
 
 std::string quote(const std::string &S) { return "'" + S + "'"; }
@@ -240,7 +248,9 @@ Status encodeTo(Sink &S, const CheckpointState &State,
   putLE<int64_t>(H + 48, State.Data.Index);
   putLE<uint64_t>(H + 56, State.Seed);
   putLE<uint32_t>(H + 64, uint32_t(Tensors.size()));
-  putLE<uint32_t>(H + 68, 0);
+  putLE<uint32_t>(H + 68, State.Shuffled ? 1 : 0);
+  putLE<int64_t>(H + 72, State.DataExamples);
+  putLE<uint64_t>(H + 80, 0);
   MDRT_RETURN_IF_ERROR(S.write(H, HeaderSize));
   static const uint8_t Zeros[8] = {};
   std::vector<uint8_t> Swapped;
@@ -371,21 +381,26 @@ StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
   std::string What = "checkpoint " + quote(Name);
   if (Size > 0 && std::memcmp(Bytes, Magic, std::min<size_t>(Size, 8)) != 0)
     return Status::error(What + " is not a checkpoint (bad magic)");
-  if (Size < HeaderSize + ChecksumSize)
+  if (Size < HeaderSizeV1 + ChecksumSize)
     return Status::error(What + " is truncated: " + std::to_string(Size) +
                          " bytes, fewer than the smallest checkpoint (" +
-                         std::to_string(HeaderSize + ChecksumSize) + ")");
+                         std::to_string(HeaderSizeV1 + ChecksumSize) + ")");
   uint32_t Version = getLE<uint32_t>(Bytes + 8);
-  if (Version != CheckpointFormatVersion)
+  if (Version != 1 && Version != CheckpointFormatVersion)
     return Status::error(What + " has format version " +
                          std::to_string(Version) +
-                         "; this runtime reads version " +
+                         "; this runtime reads versions 1 and " +
                          std::to_string(CheckpointFormatVersion));
+  const size_t Header = Version == 1 ? HeaderSizeV1 : HeaderSize;
   uint32_t HSize = getLE<uint32_t>(Bytes + 12);
-  if (HSize != HeaderSize)
+  if (HSize != Header)
     return Status::error(What + " is corrupt: header size " +
                          std::to_string(HSize) + ", expected " +
-                         std::to_string(HeaderSize));
+                         std::to_string(Header));
+  if (Size < Header + ChecksumSize)
+    return Status::error(What + " is truncated: " + std::to_string(Size) +
+                         " bytes, fewer than its header and checksum (" +
+                         std::to_string(Header + ChecksumSize) + ")");
   uint64_t FileSize = getLE<uint64_t>(Bytes + 16);
   if (Size < FileSize)
     return Status::error(What + " is truncated: " + std::to_string(Size) +
@@ -408,11 +423,15 @@ StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
   C.State.Data.Index = getLE<int64_t>(Bytes + 48);
   C.State.Seed = getLE<uint64_t>(Bytes + 56);
   uint32_t Count = getLE<uint32_t>(Bytes + 64);
+  if (Version >= 2) {
+    C.State.Shuffled = getLE<uint32_t>(Bytes + 68) & 1;
+    C.State.DataExamples = getLE<int64_t>(Bytes + 72);
+  }
 
   // The checksum matched, so what follows only fails for a file written
   // wrong; still, never read out of bounds.
   size_t End = Size - ChecksumSize;
-  size_t Off = HeaderSize;
+  size_t Off = Header;
   auto Corrupt = [&](const std::string &Why) {
     return Status::error(What + " is corrupt: " + Why + " (at offset " +
                          std::to_string(Off) + ")");

@@ -77,6 +77,8 @@ struct Fixture {
     State.Step = 1234;
     State.Data = {3, 448};
     State.Seed = 987654321;
+    State.DataExamples = 60000;
+    State.Shuffled = true;
   }
 
   std::vector<CheckpointTensorRef> refs() const {
@@ -116,6 +118,8 @@ TEST(CheckpointTest, RoundTrip) {
   EXPECT_EQ(C->State.Step, 1234);
   EXPECT_EQ(C->State.Data, (DataPosition{3, 448}));
   EXPECT_EQ(C->State.Seed, 987654321u);
+  EXPECT_EQ(C->State.DataExamples, 60000);
+  EXPECT_TRUE(C->State.Shuffled);
   std::vector<CheckpointTensorRef> Refs = F.refs();
   ASSERT_EQ(C->Tensors.size(), Refs.size());
   for (size_t I = 0; I < Refs.size(); ++I) {
@@ -150,23 +154,28 @@ TEST(CheckpointTest, Layout) {
   StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
   ASSERT_TRUE(Enc.isOk());
   const std::vector<uint8_t> &B = *Enc;
-  ASSERT_GE(B.size(), 76u);
+  ASSERT_GE(B.size(), 92u);
   EXPECT_EQ(std::string(B.begin(), B.begin() + 8), "MDRTCKPT");
-  EXPECT_EQ(B[8], 1); // Version, little-endian.
-  EXPECT_EQ(B[12], 72);
+  EXPECT_EQ(B[8], 2); // Version, little-endian.
+  EXPECT_EQ(B[12], 88);
   uint64_t Size;
   std::memcpy(&Size, B.data() + 16, 8);
   EXPECT_EQ(Size, B.size());
   EXPECT_EQ(B[24], 0xef); // Fingerprint, little-endian.
-  // The first tensor's data sits at an 8-byte aligned offset: 72 + 4 + 7
-  // (name) + 4 + 2 * 8 (dims) + 8 (size) = 111, padded to 112.
+  // The training data: flags (bit 0: shuffled), then the examples.
+  EXPECT_EQ(B[68], 1);
+  int64_t Examples;
+  std::memcpy(&Examples, B.data() + 72, 8);
+  EXPECT_EQ(Examples, 60000);
+  // The first tensor's data sits at an 8-byte aligned offset: 88 + 4 + 7
+  // (name) + 4 + 2 * 8 (dims) + 8 (size) = 127, padded to 128.
   float W0;
-  std::memcpy(&W0, B.data() + 112, 4);
+  std::memcpy(&W0, B.data() + 128, 4);
   EXPECT_EQ(W0, 1.5f);
   // An empty checkpoint is just the header and the checksum.
   StatusOr<std::vector<uint8_t>> Empty = encodeCheckpoint({}, {});
   ASSERT_TRUE(Empty.isOk());
-  EXPECT_EQ(Empty->size(), 76u);
+  EXPECT_EQ(Empty->size(), 92u);
   StatusOr<Checkpoint> C = parseCheckpoint(Empty->data(), Empty->size(), "e");
   ASSERT_TRUE(C.isOk()) << errorOf(C);
   EXPECT_TRUE(C->Tensors.empty());
@@ -239,6 +248,45 @@ TEST(CheckpointTest, TruncationIsDetected) {
                        " bytes, but its header says " + std::to_string(N));
 }
 
+/// \p V2 rewritten as a version 1 file: a 72-byte header without the data
+/// description, the file size and checksum redone.
+static std::vector<uint8_t> asVersion1(const std::vector<uint8_t> &V2) {
+  std::vector<uint8_t> V1(V2.begin(), V2.begin() + 68);
+  V1.insert(V1.end(), 4, 0); // reserved
+  V1.insert(V1.end(), V2.begin() + 88, V2.end() - 4);
+  uint32_t Version = 1, Header = 72;
+  uint64_t Size = V1.size() + 4;
+  std::memcpy(V1.data() + 8, &Version, 4);
+  std::memcpy(V1.data() + 12, &Header, 4);
+  std::memcpy(V1.data() + 16, &Size, 8);
+  uint32_t Crc = uint32_t(crc32(0, V1.data(), uInt(V1.size())));
+  for (int I = 0; I < 4; ++I)
+    V1.push_back(uint8_t(Crc >> (8 * I)));
+  return V1;
+}
+
+TEST(CheckpointTest, ReadsVersion1) {
+  // Written by runtimes before the data description: the same state and
+  // tensors, the training data not recorded. Tensor data stays 8-aligned
+  // (the header shrinks by 16).
+  Fixture F;
+  StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
+  ASSERT_TRUE(Enc.isOk());
+  std::vector<uint8_t> V1 = asVersion1(*Enc);
+  StatusOr<Checkpoint> C = parseCheckpoint(V1.data(), V1.size(), "v1");
+  ASSERT_TRUE(C.isOk()) << errorOf(C);
+  EXPECT_EQ(C->State.Step, 1234);
+  EXPECT_EQ(C->State.Data, (DataPosition{3, 448}));
+  EXPECT_EQ(C->State.DataExamples, -1);
+  ASSERT_EQ(C->Tensors.size(), F.refs().size());
+  EXPECT_EQ(C->find("dense/w")->Data.size(), 24u);
+  EXPECT_EQ(std::memcmp(C->find("dense/w")->Data.data(), F.W.data(), 24), 0);
+  // Its smallest file is the smallest checkpoint.
+  EXPECT_ERROR_HAS(parseCheckpoint(V1.data(), 75, "v1"),
+                   "checkpoint 'v1' is truncated: 75 bytes, fewer than the "
+                   "smallest checkpoint (76)");
+}
+
 TEST(CheckpointTest, HeaderErrors) {
   Fixture F;
   StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
@@ -248,10 +296,14 @@ TEST(CheckpointTest, HeaderErrors) {
   EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "m"),
                    "checkpoint 'm' is not a checkpoint (bad magic)");
   Bad = *Enc;
-  Bad[8] = 2;
+  Bad[8] = 3;
   EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "v"),
-                   "checkpoint 'v' has format version 2; this runtime reads "
-                   "version 1");
+                   "checkpoint 'v' has format version 3; this runtime reads "
+                   "versions 1 and 2");
+  Bad = *Enc;
+  Bad[12] = 72;
+  EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "h"),
+                   "checkpoint 'h' is corrupt: header size 72, expected 88");
 
   TempDir Dir;
   EXPECT_ERROR_HAS(readCheckpoint(Dir.file("none")),
@@ -277,10 +329,10 @@ TEST(CheckpointTest, StructureErrorsBehindAValidChecksum) {
   Fixture F;
   StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
   ASSERT_TRUE(Enc.isOk());
-  // The first tensor, "dense/w" float32[2,3], starts at offset 72: its
+  // The first tensor, "dense/w" float32[2,3], starts at offset 88: its
   // name length (4 bytes), name (7), dtype, rank, 2 reserved bytes, dims
   // (2 x 8), data size (8).
-  const size_t Tensor0 = 72, DType0 = Tensor0 + 4 + 7, Dims0 = DType0 + 4,
+  const size_t Tensor0 = 88, DType0 = Tensor0 + 4 + 7, Dims0 = DType0 + 4,
                Size0 = Dims0 + 16;
   auto Parse = [](std::vector<uint8_t> B) {
     reseal(B);
@@ -291,25 +343,25 @@ TEST(CheckpointTest, StructureErrorsBehindAValidChecksum) {
 
   B = *Enc;
   putLE<uint32_t>(B, 12, 80);
-  EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: header size 80, expected 72");
+  EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: header size 80, expected 88");
   B = *Enc;
   B[DType0] = 9;
   EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: tensor 'dense/w' has "
-                      "unknown dtype 9 (at offset 87)");
+                      "unknown dtype 9 (at offset 103)");
   B = *Enc;
   putLE<int64_t>(B, Dims0, -2);
   EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: tensor 'dense/w' has a "
-                      "negative dim (at offset 95)");
+                      "negative dim (at offset 111)");
   B = *Enc;
   putLE<int64_t>(B, Dims0, int64_t(1) << 59);
   putLE<int64_t>(B, Dims0 + 8, 64);
   EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: tensor 'dense/w' is too "
-                      "large (at offset 103)");
+                      "large (at offset 119)");
   B = *Enc;
   putLE<uint64_t>(B, Size0, 20);
   EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: tensor 'dense/w' "
                       "float32[2,3] says it has 20 bytes of data (at offset "
-                      "111)");
+                      "127)");
   // "dense/b" (the second tensor) renamed "dense/w".
   B = *Enc;
   auto At = std::search(B.begin(), B.end(), std::begin("dense/b"),
