@@ -132,18 +132,33 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
   Error Blocked = Error::success();
   auto DropBlocked = make_scope_exit([&] { consumeError(std::move(Blocked)); });
   bool AnyGradient = false;
+  // The work for one clone is proportional to the nodes its loss depends
+  // on and the nodes it creates, not to the graph, which holds every
+  // clone: the tables below are made once and each clone clears what it
+  // set, and the nodes no gradient needs are erased once, at the end.
+  //
+  // Per-node flags of the forward graph (every node the pass starts with;
+  // no loss depends on a gradient node), indexed by node id.
+  enum : uint8_t { SeenFlag = 1, RelevantFlag = 2, DependsFlag = 4 };
+  std::vector<uint8_t> Flags(G.getIdBound(), 0);
+  auto Has = [&](const Node *N, uint8_t F) {
+    return N->getId() < Flags.size() && (Flags[N->getId()] & F);
+  };
+  // Per-node flags of the gradient nodes, indexed by node id: each clone
+  // creates its own, so they need no clearing; a created node that no
+  // gradient of its clone needs is erased.
+  enum : uint8_t { CreatedFlag = 1, NeededFlag = 2 };
+  std::vector<uint8_t> Made;
+  auto ClearFlags = [&](ArrayRef<Node *> Nodes) {
+    for (Node *N : Nodes)
+      Flags[N->getId()] = 0;
+  };
   for (CloneInfo &CI : S.Clones) {
     if (!CI.SumLoss)
       continue;
     // Nodes the loss depends on, in post-order (inputs first).
-    // Per-node flags of the graph as it is before this clone's gradients,
-    // indexed by node id.
-    enum : uint8_t { SeenFlag = 1, RelevantFlag = 2, DependsFlag = 4 };
-    std::vector<uint8_t> Flags(G.getIdBound(), 0);
-    auto Has = [&](const Node *N, uint8_t F) {
-      return N->getId() < Flags.size() && (Flags[N->getId()] & F);
-    };
     std::vector<Node *> Order;
+    auto Clear = make_scope_exit([&] { ClearFlags(Order); });
     SmallVector<std::pair<Node *, unsigned>, 64> Stack;
     Stack.push_back({CI.SumLoss, 0});
     Flags[CI.SumLoss->getId()] |= SeenFlag;
@@ -288,8 +303,8 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
 
     // Drop what the rules made that no gradient needs (e.g. the gradient of
     // the first layer's input).
-    enum : uint8_t { CreatedFlag = 1, NeededFlag = 2 };
-    std::vector<uint8_t> Made(G.getIdBound(), 0);
+    if (Made.size() < G.getIdBound())
+      Made.resize(G.getIdBound(), 0);
     for (Node *N : B.Created)
       Made[N->getId()] |= CreatedFlag;
     SmallVector<Node *, 64> Work(Roots.begin(), Roots.end());
@@ -305,11 +320,11 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
         }
       }
     }
-    G.eraseIf([&](const Node &N) {
-      uint8_t F = Made[N.getId()];
-      return (F & CreatedFlag) && !(F & NeededFlag);
-    });
   }
+  G.eraseIf([&](const Node &N) {
+    uint8_t F = N.getId() < Made.size() ? Made[N.getId()] : 0;
+    return (F & CreatedFlag) && !(F & NeededFlag);
+  });
   if (Blocked && !AnyGradient)
     return Blocked;
   S.GradientsBuilt = true;
