@@ -134,6 +134,11 @@ Error DeploymentConfig::validate() const {
       return Fail({"ps_job_name", "num_ps_tasks", "num_replicas"},
                   "must specify ps_job_name when using parameter server");
   }
+  // mdplan's own, before the comparison with replica_id: with no replica
+  // at all, every replica_id would be reported as out of range.
+  if (NumReplicas < 1)
+    return Fail({"num_replicas"},
+                "num_replicas must be at least 1, got " + Twine(NumReplicas));
   if (ReplicaId >= NumReplicas)
     return Fail({"replica_id", "num_replicas"},
                 "replica_id must be less than num_replicas");
@@ -142,9 +147,6 @@ Error DeploymentConfig::validate() const {
   if (NumClones < 1)
     return Fail({"num_clones"},
                 "num_clones must be at least 1, got " + Twine(NumClones));
-  if (NumReplicas < 1)
-    return Fail({"num_replicas"},
-                "num_replicas must be at least 1, got " + Twine(NumReplicas));
   if (NumPsTasks < 0)
     return Fail({"num_ps_tasks"},
                 "num_ps_tasks must not be negative, got " + Twine(NumPsTasks));

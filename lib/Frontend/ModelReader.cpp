@@ -367,7 +367,8 @@ static Error checkDims(const pb::RepeatedField<int64_t> &Dims, SourceLoc Loc,
   Shape S(ArrayRef<int64_t>(Dims.data(), Dims.size()));
   for (int64_t D : Dims)
     if (D <= 0)
-      return makeError(Loc, "dimensions must be positive, got " + S.str());
+      return makeError(Loc, "dimensions must be positive, got " +
+                                writtenDims(S.dims()));
   std::string Why = S.whyTooLarge();
   if (!Why.empty())
     return makeError(Loc, "node '" + Name + "': shape " + S.str() +
@@ -924,6 +925,7 @@ Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
       return makeError(L.at(M, "output", I),
                        "output '" + O.name() + "' given twice");
     G.outputs()[O.name()] = TensorRef(N, Index);
+    G.setOutputLoc(O.name(), L.at(M, "output", I));
   }
   if (M.has_training()) {
     const desc::Training &T = M.training();
@@ -1097,9 +1099,9 @@ Error mdplan::readDeploymentBuffer(StringRef Contents, StringRef Name,
     else if (D.strategy() == "mirrored")
       C.Strat = Strategy::Mirrored;
     else
-      return makeError(C.Origins["strategy"], "unknown strategy '" +
-                                                  D.strategy() +
-                                                  "' (use 'ps' or 'mirrored')");
+      return makeError(
+          C.Origins["strategy"],
+          unknownValueMessage("strategy", D.strategy(), {"ps", "mirrored"}));
   }
   if (D.has_batch_per_clone()) {
     C.BatchPerClone = D.batch_per_clone();

@@ -11,6 +11,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
+#include <cmath>
 #include <cstring>
 
 using namespace llvm;
@@ -123,22 +124,33 @@ ArrayRef<StringRef> mdplan::optimizerValueFields() {
 
 std::string mdplan::checkOptimizerField(const OptimizerSettings &O,
                                         StringRef Field) {
-  // Written so that NaN fails every check.
+  // Written so that NaN fails every check. Infinity (also what a number
+  // beyond a double's range, 1e400, reads as) passes the sign checks but
+  // turns the variables into NaN or stops training: it fails as not finite.
   auto Fraction = [](double V) { return V >= 0 && V < 1; };
+  auto Check = [](double V, bool Ok, StringRef Name,
+                  StringRef Rule) -> std::string {
+    if (!Ok)
+      return (Name + " must " + Rule).str();
+    if (!std::isfinite(V))
+      return (Name + " must be finite").str();
+    return "";
+  };
   if (Field == "learning_rate")
-    return O.LearningRate > 0 ? "" : "learning rate must be positive";
+    return Check(O.LearningRate, O.LearningRate > 0, "learning rate",
+                 "be positive");
   if (Field == "momentum")
-    return O.Momentum >= 0 ? "" : "momentum must not be negative";
+    return Check(O.Momentum, O.Momentum >= 0, "momentum", "not be negative");
   if (Field == "beta1")
     return Fraction(O.Beta1) ? "" : "beta1 must be in [0, 1)";
   if (Field == "beta2")
     return Fraction(O.Beta2) ? "" : "beta2 must be in [0, 1)";
   if (Field == "epsilon")
-    return O.Epsilon > 0 ? "" : "epsilon must be positive";
+    return Check(O.Epsilon, O.Epsilon > 0, "epsilon", "be positive");
   if (Field == "decay_steps")
     return O.DecaySteps >= 0 ? "" : "decay_steps must not be negative";
   if (Field == "decay_rate")
-    return O.DecayRate > 0 ? "" : "decay_rate must be positive";
+    return Check(O.DecayRate, O.DecayRate > 0, "decay_rate", "be positive");
   return "";
 }
 
@@ -208,6 +220,8 @@ std::unique_ptr<Graph> Graph::clone() const {
       C->Collections[I].insert(Map.lookup(N));
   for (const auto &[Name, T] : Outputs)
     C->Outputs[Name] = TensorRef(Map.lookup(T.N), T.Index);
+  for (const auto &L : OutputLocs)
+    C->OutputLocs[L.getKey()] = L.getValue();
   C->Name = Name;
   C->FileName = FileName;
   C->BatchSize = BatchSize;
@@ -269,6 +283,13 @@ Node *Graph::createNodeUnique(StringRef Base, const OpDef &Op) {
   if (Ins.second)
     return createNewNode(Ins.first->first, Ins.first->second, Op);
   return createNode(uniqueName(Base), Op);
+}
+
+SourceLoc Graph::getOutputLoc(StringRef OutputName) const {
+  auto It = OutputLocs.find(OutputName);
+  if (It != OutputLocs.end() && It->getValue().isValid())
+    return It->getValue();
+  return SourceLoc{FileName, 0, 0};
 }
 
 void Graph::rename(Node *N, StringRef NewName) {

@@ -143,17 +143,6 @@ static Shape reducedShape(const Shape &In, ArrayRef<unsigned> Axes,
 // Shape functions
 //===----------------------------------------------------------------------===//
 
-/// The dimensions as written, "[2,-1]": Shape::str() prints every negative
-/// one as "?", which hides the value a message complains about.
-static std::string writtenDims(ArrayRef<int64_t> Dims) {
-  std::string S;
-  raw_string_ostream OS(S);
-  OS << '[';
-  interleave(Dims, OS, ",");
-  OS << ']';
-  return S;
-}
-
 static Error shapeInput(InferContext &C) {
   Shape S;
   S.dims().push_back(C.attrs().getInt("batch_size", -1));
@@ -220,8 +209,11 @@ static Error shapeConst(InferContext &C) {
 
 static Error shapeVariable(InferContext &C) {
   Shape S = C.attrs().getShape("shape");
-  if (Error E = checkStaticShape(C, S))
-    return E;
+  // As the `variable` sugar's shape: a variable has at least one element.
+  for (int64_t D : S.dims())
+    if (D <= 0)
+      return C.error("shape " + writtenDims(S.dims()) +
+                     " must have positive dimensions");
   DType T = C.attrs().getType("dtype");
   if (T == DType::Bool || T == DType::Invalid)
     return C.error("variables must be float32, float64, int32 or int64");

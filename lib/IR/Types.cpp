@@ -117,6 +117,15 @@ std::string Shape::str() const {
   return OS.str();
 }
 
+std::string mdplan::writtenDims(ArrayRef<int64_t> Dims) {
+  std::string S;
+  raw_string_ostream OS(S);
+  OS << '[';
+  interleave(Dims, OS, ",");
+  OS << ']';
+  return OS.str();
+}
+
 int64_t TensorType::byteSize() const {
   int64_t N = Dims.numElements();
   if (N < 0)

@@ -92,6 +92,14 @@ Error mdplan::appendToMessage(Error E, const Twine &Suffix) {
   return Result;
 }
 
+std::string mdplan::unknownValueMessage(StringRef What, StringRef Value,
+                                        ArrayRef<StringRef> Known) {
+  std::string Msg = ("unknown " + What + " '" + Value + "' (use ").str();
+  for (size_t I = 0, E = Known.size(); I != E; ++I)
+    Msg += (I == 0 ? "'" : I + 1 == E ? " or '" : ", '") + Known[I].str() + "'";
+  return Msg + ")";
+}
+
 std::string mdplan::errorMessage(Error E) {
   std::string Msg;
   handleAllErrors(

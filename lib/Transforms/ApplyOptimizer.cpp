@@ -129,9 +129,11 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
     return makeError("apply-optimizer: the train op exists already");
   const DeploymentConfig &C = Ctx.Config;
   OptimizerSettings O = C.resolveOptimizer(G.getOptimizer());
-  if (!(O.LearningRate > 0))
-    return makeError(C.originOf("learning_rate"),
-                     "learning rate must be positive");
+  // The reader and the deployment check the values they set; this is for
+  // graphs built otherwise.
+  std::string Why = checkOptimizerField(O, "learning_rate");
+  if (!Why.empty())
+    return makeError(C.originOf("learning_rate"), Why);
 
   for (StringRef Name : {"global_step", "train_op"})
     if (G.lookup(Name))

@@ -45,6 +45,35 @@ public:
     for (Node *N : *Order)
       if (Error E = inferNodeShapes(*N))
         return E;
+    return checkNamedOutputs(G);
+  }
+
+private:
+  /// Evaluation reports each named output as its mean over the examples:
+  /// mdrun adds up the first value of a vector output's tensor for each
+  /// example and takes a scalar as the mean over the batch. So an output
+  /// must be a scalar or one value per example: [?], or [?,1] (the same
+  /// values in memory). Once replicate-clones has fixed the batch size,
+  /// shapes no longer tell the batch dimension apart, so the check is made
+  /// before (the pipelines start with infer-shapes).
+  static Error checkNamedOutputs(const Graph &G) {
+    if (G.getBatchSize() > 0)
+      return Error::success();
+    auto OnePerExample = [](const Shape &S) {
+      return S.rank() && S[0] == Shape::Unknown &&
+             llvm::all_of(S.dims().drop_front(),
+                          [](int64_t D) { return D == 1; });
+    };
+    for (const auto &[Name, T] : G.outputs()) {
+      const Shape &S = T.type().Dims;
+      if (S.isScalar() || OnePerExample(S))
+        continue;
+      return makeError(G.getOutputLoc(Name),
+                       "output '" + Name + "': tensor '" + T.str() +
+                           "' has shape " + S.str() +
+                           "; a named output must be a scalar or one value "
+                           "per example ([?] or [?,1])");
+    }
     return Error::success();
   }
 };

@@ -34,6 +34,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <sstream>
+#include <type_traits>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -41,6 +42,90 @@
 
 using namespace llvm;
 using namespace mdplan;
+
+//===----------------------------------------------------------------------===//
+// Flag values
+//===----------------------------------------------------------------------===//
+//
+// LLVM's parsers report a bad flag value themselves, in their own words
+// ("for the --strategy option: Cannot find option named 'x'!"). mdplan's
+// parsers accept every value but keep a message for each bad one, and
+// runTool reports the first at <command line>, as every other flag error.
+
+/// The messages for flag values that did not parse, in command-line order.
+static std::vector<std::string> &badFlagValues() {
+  static std::vector<std::string> Messages;
+  return Messages;
+}
+
+namespace {
+/// What the values of an enum flag are, for its error: ValueNoun{"strategy"}
+/// gives "unknown strategy 'x' (use 'ps' or 'mirrored')".
+struct ValueNoun {
+  StringRef Noun;
+  template <class Opt> void apply(Opt &O) const { O.getParser().Noun = Noun; }
+};
+
+/// An enum flag's parser: cl::parser with the error above. --help lists
+/// the values as for any cl::values flag.
+template <typename T> class EnumParser : public cl::parser<T> {
+public:
+  using cl::parser<T>::parser;
+  StringRef Noun;
+
+  bool parse(cl::Option &O, StringRef ArgName, StringRef Arg, T &V) {
+    SmallVector<StringRef, 8> Known;
+    for (unsigned I = 0, E = this->getNumOptions(); I != E; ++I) {
+      if (this->getOption(I) == Arg) {
+        V = this->Values[I].V.getValue();
+        return false;
+      }
+      Known.push_back(this->getOption(I));
+    }
+    badFlagValues().push_back(unknownValueMessage(Noun, Arg, Known));
+    return false;
+  }
+};
+
+/// LLVM's parser for a number flag of type T. cl::parser<long> is final,
+/// so int64_t flags parse as long long.
+template <typename T>
+using LLVMNumberParser =
+    cl::parser<std::conditional_t<std::is_same_v<T, long>, long long, T>>;
+
+/// A number flag's parser: "--num-clones must be an integer, got 'two'".
+template <typename T> class NumberParser : public LLVMNumberParser<T> {
+  using Data = typename LLVMNumberParser<T>::parser_data_type;
+
+public:
+  using LLVMNumberParser<T>::LLVMNumberParser;
+
+  bool parse(cl::Option &O, StringRef ArgName, StringRef Arg, Data &V) {
+    constexpr bool Float = std::is_floating_point_v<Data>;
+    if constexpr (Float) {
+      if (to_float(Arg, V))
+        return false;
+    } else {
+      if (!Arg.getAsInteger(0, V))
+        return false;
+      long long Wide;
+      if (!Arg.getAsInteger(0, Wide)) {
+        badFlagValues().push_back(
+            ("--" + O.ArgStr + " is out of range, got " + Arg).str());
+        return false;
+      }
+    }
+    badFlagValues().push_back(("--" + O.ArgStr + " must be " +
+                               (Float ? "a number" : "an integer") + ", got '" +
+                               Arg + "'")
+                                  .str());
+    return false;
+  }
+};
+
+template <typename T> using EnumOpt = cl::opt<T, false, EnumParser<T>>;
+template <typename T> using NumberOpt = cl::opt<T, false, NumberParser<T>>;
+} // namespace
 
 static cl::OptionCategory MainCat("mdplan options");
 static cl::OptionCategory DeployCat("Deployment options (override --config)");
@@ -55,8 +140,8 @@ static cl::opt<std::string> OutputFile(
     cl::value_desc("file"), cl::init("-"), cl::cat(MainCat));
 
 enum class EmitKind { Placement, Graph, Dot, Deployment, Plan, PlanText, None };
-static cl::opt<EmitKind> Emit(
-    "emit",
+static EnumOpt<EmitKind> Emit(
+    "emit", ValueNoun{"--emit value"},
     cl::desc("What to write (default: placement; plan when -o names a .mdp "
              "file)"),
     cl::init(EmitKind::Placement),
@@ -78,7 +163,7 @@ static cl::opt<std::string>
     DumpPlan("dump-plan",
              cl::desc("Read a binary plan, verify it and print it as text"),
              cl::value_desc("plan.mdp"), cl::cat(MainCat));
-static cl::opt<int64_t>
+static NumberOpt<int64_t>
     EvalBatch("eval-batch",
               cl::desc("Examples per evaluation step (default 100)"),
               cl::init(0), cl::cat(MainCat));
@@ -107,9 +192,9 @@ static cl::list<std::string>
 static cl::opt<bool> ListPasses("list-passes",
                                 cl::desc("List the registered passes"),
                                 cl::cat(MainCat));
-static cl::opt<InputFormat> Format(
+static EnumOpt<InputFormat> Format(
     "input-format", cl::desc("Format of the model file"),
-    cl::init(InputFormat::Auto),
+    ValueNoun{"input format"}, cl::init(InputFormat::Auto),
     cl::values(clEnumValN(InputFormat::Auto, "auto",
                           "binary for .pb/.binpb/.mdgb, else text"),
                clEnumValN(InputFormat::Text, "text", "protobuf text"),
@@ -121,45 +206,47 @@ static cl::opt<std::string> ConfigFile("config",
                                        cl::desc("Deployment config file"),
                                        cl::value_desc("file"),
                                        cl::cat(DeployCat));
-static cl::opt<int> NumClones("num-clones", cl::desc("Clones per replica"),
-                              cl::cat(DeployCat));
+static NumberOpt<int> NumClones("num-clones", cl::desc("Clones per replica"),
+                                cl::cat(DeployCat));
 static cl::opt<bool> CloneOnCPU("clone-on-cpu",
                                 cl::desc("Place the clones on the CPU"),
                                 cl::cat(DeployCat));
-static cl::opt<int> ReplicaId("replica-id",
-                              cl::desc("Index of the replica to compile"),
-                              cl::cat(DeployCat));
-static cl::opt<int> NumReplicas("num-replicas", cl::desc("Number of replicas"),
+static NumberOpt<int> ReplicaId("replica-id",
+                                cl::desc("Index of the replica to compile"),
                                 cl::cat(DeployCat));
-static cl::opt<int> NumPsTasks("num-ps-tasks",
-                               cl::desc("Parameter-server tasks (0: none)"),
-                               cl::cat(DeployCat));
+static NumberOpt<int> NumReplicas("num-replicas",
+                                  cl::desc("Number of replicas"),
+                                  cl::cat(DeployCat));
+static NumberOpt<int> NumPsTasks("num-ps-tasks",
+                                 cl::desc("Parameter-server tasks (0: none)"),
+                                 cl::cat(DeployCat));
 static cl::opt<std::string> WorkerJobName("worker-job-name",
                                           cl::desc("Name of the worker job"),
                                           cl::cat(DeployCat));
 static cl::opt<std::string> PsJobName("ps-job-name",
                                       cl::desc("Name of the ps job"),
                                       cl::cat(DeployCat));
-static cl::opt<Strategy> StrategyOpt(
-    "strategy", cl::desc("How gradients are combined"),
+static EnumOpt<Strategy> StrategyOpt(
+    "strategy", cl::desc("How gradients are combined"), ValueNoun{"strategy"},
     cl::values(clEnumValN(Strategy::ParameterServer, "ps",
                           "model_deploy: shared variables, add_n"),
                clEnumValN(Strategy::Mirrored, "mirrored",
                           "MirroredStrategy: mirrored variables, all-reduce")),
     cl::cat(DeployCat));
-static cl::opt<int64_t> BatchPerClone("batch-per-clone",
-                                      cl::desc("Batch size of each clone"),
-                                      cl::cat(DeployCat));
-static cl::opt<int64_t>
+static NumberOpt<int64_t> BatchPerClone("batch-per-clone",
+                                        cl::desc("Batch size of each clone"),
+                                        cl::cat(DeployCat));
+static NumberOpt<int64_t>
     GlobalBatch("global-batch",
                 cl::desc("Batch size of one step over all clones (mirrored: "
                          "the clones of every worker)"),
                 cl::cat(DeployCat));
-static cl::opt<int> GpusPerWorker("gpus-per-worker",
-                                  cl::desc("GPUs on each worker (default: one "
-                                           "per clone, none with "
-                                           "--clone-on-cpu)"),
-                                  cl::cat(DeployCat));
+static NumberOpt<int>
+    GpusPerWorker("gpus-per-worker",
+                  cl::desc("GPUs on each worker (default: one "
+                           "per clone, none with "
+                           "--clone-on-cpu)"),
+                  cl::cat(DeployCat));
 static cl::opt<bool> SoftPlacement("soft-placement",
                                    cl::desc("Move nodes whose device does not "
                                             "exist to the host CPU"),
@@ -168,12 +255,12 @@ static cl::opt<bool>
     ColocateGradients("colocate-gradients",
                       cl::desc("Place each gradient op with its forward op"),
                       cl::cat(DeployCat));
-static cl::opt<int64_t>
+static NumberOpt<int64_t>
     FirstBucketBytes("first-bucket-bytes",
                      cl::desc("Mirrored: bytes of the first all-reduce bucket "
                               "(default 1 MiB)"),
                      cl::cat(DeployCat));
-static cl::opt<int64_t>
+static NumberOpt<int64_t>
     BucketBytes("bucket-bytes",
                 cl::desc("Mirrored: bytes of the later buckets, 0 = one "
                          "all-reduce per variable (default 25 MiB)"),
@@ -181,36 +268,36 @@ static cl::opt<int64_t>
 
 static cl::OptionCategory OptCat("Optimizer options (override the graph "
                                  "file's training { optimizer })");
-static cl::opt<OptimizerSettings::Kind> OptimizerKind(
-    "optimizer", cl::desc("The optimizer"),
+static EnumOpt<OptimizerSettings::Kind> OptimizerKind(
+    "optimizer", cl::desc("The optimizer"), ValueNoun{"optimizer"},
     cl::values(
         clEnumValN(OptimizerSettings::Kind::SGD, "sgd", "gradient descent"),
         clEnumValN(OptimizerSettings::Kind::Momentum, "momentum", "momentum"),
         clEnumValN(OptimizerSettings::Kind::Adam, "adam", "Adam")),
     cl::cat(OptCat));
-static cl::opt<double> LearningRate("learning-rate", cl::cat(OptCat),
-                                    cl::desc("Learning rate"));
-static cl::opt<double> MomentumOpt("momentum", cl::cat(OptCat),
-                                   cl::desc("Momentum (default 0.9)"));
+static NumberOpt<double> LearningRate("learning-rate", cl::cat(OptCat),
+                                      cl::desc("Learning rate"));
+static NumberOpt<double> MomentumOpt("momentum", cl::cat(OptCat),
+                                     cl::desc("Momentum (default 0.9)"));
 static cl::opt<bool> Nesterov("nesterov", cl::cat(OptCat),
                               cl::desc("Nesterov momentum"));
-static cl::opt<double> Beta1("beta1", cl::cat(OptCat),
-                             cl::desc("Adam beta1 (default 0.9)"));
-static cl::opt<double> Beta2("beta2", cl::cat(OptCat),
-                             cl::desc("Adam beta2 (default 0.999)"));
-static cl::opt<double> Epsilon("epsilon", cl::cat(OptCat),
-                               cl::desc("Adam epsilon (default 1e-8)"));
-static cl::opt<int64_t>
+static NumberOpt<double> Beta1("beta1", cl::cat(OptCat),
+                               cl::desc("Adam beta1 (default 0.9)"));
+static NumberOpt<double> Beta2("beta2", cl::cat(OptCat),
+                               cl::desc("Adam beta2 (default 0.999)"));
+static NumberOpt<double> Epsilon("epsilon", cl::cat(OptCat),
+                                 cl::desc("Adam epsilon (default 1e-8)"));
+static NumberOpt<int64_t>
     DecaySteps("lr-decay-steps", cl::cat(OptCat),
                cl::desc("Multiply the learning rate by --lr-decay-rate every "
                         "N steps"));
-static cl::opt<double> DecayRate("lr-decay-rate", cl::cat(OptCat),
-                                 cl::desc("Learning-rate decay factor"));
+static NumberOpt<double> DecayRate("lr-decay-rate", cl::cat(OptCat),
+                                   cl::desc("Learning-rate decay factor"));
 
-static cl::opt<int> CloneIndex("clone-index",
-                               cl::desc("With --emit=deployment: report this "
-                                        "clone only"),
-                               cl::init(-1), cl::cat(DeployCat));
+static NumberOpt<int> CloneIndex("clone-index",
+                                 cl::desc("With --emit=deployment: report this "
+                                          "clone only"),
+                                 cl::init(-1), cl::cat(DeployCat));
 
 template <typename OptT, typename FieldT>
 static void setIfGiven(DeploymentConfig &C, StringRef Name, OptT &Opt,
@@ -460,6 +547,9 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
 }
 
 static Error runTool(SourceMgr &SM) {
+  if (!badFlagValues().empty())
+    return makeError(SourceLoc{internFileName("<command line>"), 0, 0},
+                     badFlagValues().front());
   if (ListPasses) {
     for (const PassInfo &P : registeredPasses()) {
       outs() << P.Name << ": " << P.Summary << '\n';

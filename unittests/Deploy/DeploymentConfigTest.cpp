@@ -18,6 +18,7 @@
 
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <functional>
 
 using namespace mdplan;
@@ -421,6 +422,18 @@ TEST(DeploymentConfigTest, ValidationOrder) {
   EXPECT_EQ(validate(C), "");
 }
 
+TEST(DeploymentConfigTest, NoReplicasBeforeReplicaIdInRange) {
+  // With num_replicas < 1 every replica_id is out of range; the count is
+  // what is wrong.
+  DeploymentConfig C;
+  C.NumReplicas = 0;
+  EXPECT_EQ(validate(C), "num_replicas must be at least 1, got 0");
+  C.ReplicaId = 2;
+  EXPECT_EQ(validate(C), "num_replicas must be at least 1, got 0");
+  C.NumReplicas = -1;
+  EXPECT_EQ(validate(C), "num_replicas must be at least 1, got -1");
+}
+
 TEST(DeploymentConfigTest, ModelDeployChecksBeforeMdplanChecks) {
   DeploymentConfig C;
   C.ReplicaId = 1;
@@ -493,6 +506,11 @@ TEST(DeploymentConfigTest, MdplanChecks) {
          C.Optimizer->LearningRate = 0;
        },
        "learning rate must be positive"},
+      {[](DeploymentConfig &C) {
+         C.Optimizer = OptimizerSettings();
+         C.Optimizer->LearningRate = HUGE_VAL;
+       },
+       "learning rate must be finite"},
       {[](DeploymentConfig &C) {
          C.Optimizer = OptimizerSettings();
          C.Optimizer->DecaySteps = -1;

@@ -173,6 +173,17 @@ TEST(DeploymentReaderTest, ValidationErrorsPointIntoTheFile) {
             "d.cfg:2:3: error: replica_id must be less than num_replicas");
 }
 
+TEST(DeploymentReaderTest, UnknownValueMessage) {
+  // The wording of a config file's unknown strategy, which mdplan's enum
+  // flags share (test/mdplan/flag-values.test).
+  EXPECT_EQ(unknownValueMessage("strategy", "x", {"ps", "mirrored"}),
+            "unknown strategy 'x' (use 'ps' or 'mirrored')");
+  EXPECT_EQ(unknownValueMessage("optimizer", "", {"sgd", "momentum", "adam"}),
+            "unknown optimizer '' (use 'sgd', 'momentum' or 'adam')");
+  EXPECT_EQ(unknownValueMessage("kind", "b", {"a"}),
+            "unknown kind 'b' (use 'a')");
+}
+
 TEST(DeploymentReaderTest, Errors) {
   struct Case {
     const char *Text;

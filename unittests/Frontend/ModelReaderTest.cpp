@@ -567,7 +567,7 @@ TEST(ModelReaderTest, VariableAndDataErrors) {
             "m.mdg:2:14: error: dimensions must be positive, got [2,0]");
   EXPECT_EQ(readError("node { name: \"x\" op: \"Input\"\n"
                       "  data { shape: [-1] } }\n"),
-            "m.mdg:2:10: error: dimensions must be positive, got [?]");
+            "m.mdg:2:10: error: dimensions must be positive, got [-1]");
   EXPECT_EQ(readError("node { name: \"w\" op: \"Variable\"\n"
                       "  variable { shape: [2] regularizer { l2: -1 } } }\n"),
             "m.mdg:2:25: error: l2 regularization scale must not be "

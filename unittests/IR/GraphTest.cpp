@@ -209,6 +209,21 @@ TEST_F(GraphTest, RequestedDevicesAreSharedAndCloned) {
   EXPECT_NE(&Copy->lookup("c")->getRequestedDevice(), &C->getRequestedDevice());
 }
 
+TEST(GraphOutputsTest, LocationsAreCopied) {
+  Graph G;
+  G.setFileName("m.mdg");
+  Node *A = G.createNode("a", opDef(OpKind::Const));
+  G.outputs()["o"] = TensorRef(A);
+  G.outputs()["p"] = TensorRef(A);
+  G.setOutputLoc("o", SourceLoc{internFileName("m.mdg"), 3, 1});
+  EXPECT_EQ(G.getOutputLoc("o").str(), "m.mdg:3:1");
+  // Without a location of its own (a graph built in code), the file.
+  EXPECT_EQ(G.getOutputLoc("p").str(), "m.mdg");
+  std::unique_ptr<Graph> Copy = G.clone();
+  EXPECT_EQ(Copy->getOutputLoc("o").str(), "m.mdg:3:1");
+  EXPECT_EQ(Copy->getOutputLoc("p").str(), "m.mdg");
+}
+
 TEST(AttrDictTest, ReserveKeepsValuesAndOrder) {
   AttrDict D;
   D.reserve(5);

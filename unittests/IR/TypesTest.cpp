@@ -42,4 +42,12 @@ TEST(TypesTest, WhyTooLarge) {
   EXPECT_EQ(Shape({0, Max, Max}).whyTooLarge(), "");
 }
 
+TEST(TypesTest, WrittenDims) {
+  // As written: Shape::str() would print the negative ones as '?'.
+  EXPECT_EQ(writtenDims({784, -3}), "[784,-3]");
+  EXPECT_EQ(Shape({784, -3}).str(), "[784,?]");
+  EXPECT_EQ(writtenDims({3, 0}), "[3,0]");
+  EXPECT_EQ(writtenDims({}), "[]");
+}
+
 } // namespace

@@ -330,6 +330,12 @@ public:
   /// Named outputs (for evaluation): name -> tensor.
   NamedOutputs &outputs() { return Outputs; }
   const NamedOutputs &outputs() const { return Outputs; }
+  /// Where the named output \p Name was given (the reader's `output`
+  /// entry); the graph's file without a position when it is not known.
+  SourceLoc getOutputLoc(llvm::StringRef Name) const;
+  void setOutputLoc(llvm::StringRef Name, SourceLoc Loc) {
+    OutputLocs[Name] = Loc;
+  }
 
   // Device stacks.
   const DeviceStack *getRootStack() const { return &Root; }
@@ -394,6 +400,7 @@ private:
   unsigned NextId = 0;
   llvm::SetVector<Node *> Collections[NumCollections];
   NamedOutputs Outputs;
+  llvm::StringMap<SourceLoc> OutputLocs;
 
   DeviceStack Root;
   std::deque<DeviceStack> Stacks;

@@ -91,6 +91,11 @@ inline llvm::raw_ostream &operator<<(llvm::raw_ostream &OS, const Shape &S) {
   return OS;
 }
 
+/// The dimensions as written, "[2,-1]", for messages about dimensions a
+/// user wrote: Shape::str() prints every negative one as "?", which hides
+/// the value a message complains about.
+std::string writtenDims(llvm::ArrayRef<int64_t> Dims);
+
 /// The type of one node output.
 struct TensorType {
   DType Elt = DType::Invalid;

@@ -15,6 +15,7 @@
 #ifndef MDPLAN_SUPPORT_DIAGNOSTIC_H
 #define MDPLAN_SUPPORT_DIAGNOSTIC_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
@@ -101,6 +102,12 @@ public:
 private:
   Callback CB;
 };
+
+/// "unknown strategy 'allreduce' (use 'ps' or 'mirrored')": the message for
+/// a value \p Value of \p What that is none of \p Known. Config files and
+/// mdplan's enum flags word it alike.
+std::string unknownValueMessage(llvm::StringRef What, llvm::StringRef Value,
+                                llvm::ArrayRef<llvm::StringRef> Known);
 
 /// Appends \p Suffix to the message of every error in \p E, keeping
 /// locations.
