@@ -55,10 +55,16 @@ private:
   /// must be a scalar or one value per example: [?], or [?,1] (the same
   /// values in memory). Once replicate-clones has fixed the batch size,
   /// shapes no longer tell the batch dimension apart, so the check is made
-  /// before (the pipelines start with infer-shapes).
+  /// before (the pipelines start with infer-shapes). A graph read back
+  /// from --emit=graph has its inputs' batch fixed already: not checked.
   static Error checkNamedOutputs(const Graph &G) {
     if (G.getBatchSize() > 0)
       return Error::success();
+    for (const auto &N : G.nodes())
+      if (N->getOp().Kind == OpKind::Input && N->getNumOutputs() &&
+          N->getOutputType(0).Dims.rank() &&
+          N->getOutputType(0).Dims[0] != Shape::Unknown)
+        return Error::success();
     auto OnePerExample = [](const Shape &S) {
       return S.rank() && S[0] == Shape::Unknown &&
              llvm::all_of(S.dims().drop_front(),

@@ -112,6 +112,21 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
   DeployState &S = G.deployState();
   if (S.Replicated)
     return makeError("replicate-clones: the graph is already replicated");
+  // A graph read back from --emit=graph after the training passes: it
+  // holds the clones' batch slices or the optimizer's updates, and running
+  // the passes again would replicate the clones again and apply every
+  // update twice. (Transfers and all-reduces a model may hold by hand.)
+  for (const auto &N : G.nodes()) {
+    OpKind K = N->getOp().Kind;
+    if (K == OpKind::BatchSlice || K == OpKind::ApplyGradientDescent ||
+        K == OpKind::ApplyMomentum || K == OpKind::ApplyAdam)
+      return makeError(N->getLoc(),
+                       "node '" + N->getName() + "' has op " + N->getOp().Name +
+                           ", which mdplan's passes make: the graph has been "
+                           "through them already (the output of "
+                           "--emit=graph?); compile the model it came from, "
+                           "or name the passes it still needs with --passes=");
+  }
   if (Error E = C.validate())
     return E;
   auto Batch = C.perCloneBatch(G.getDefaultBatchSize());
