@@ -22,6 +22,7 @@ uses). BUILD defaults to $BUILD or build/.
 import argparse
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,13 @@ def main():
         sys.exit("loss_drift: no dataset at %s (--data)" % a.data)
     backends = a.backends.split(",")
     tmp = tempfile.mkdtemp(prefix="loss-drift-")
+    try:
+        run(a, mdplan, mdrun, backends, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(a, mdplan, mdrun, backends, tmp):
     print("| model | seed | backends | largest difference | first step past %g |"
           % a.tol)
     print("| --- | ---: | --- | ---: | ---: |")
@@ -90,7 +98,13 @@ def main():
                     sys.exit("loss_drift: %s failed:\n%s"
                              % (" ".join(cmd), out.stderr))
                 runs[b] = losses(out.stdout)
+                if not runs[b]:
+                    sys.exit("loss_drift: no losses in the output of %s"
+                             % " ".join(cmd))
             for x, y in itertools.combinations(backends, 2):
+                if sorted(runs[x]) != sorted(runs[y]):
+                    sys.exit("loss_drift: %s and %s printed other steps"
+                             % (x, y))
                 rel = [abs(runs[x][s] - runs[y][s]) / abs(runs[x][s])
                        for s in sorted(runs[x])]
                 first = next((i + 1 for i, r in enumerate(rel) if r > a.tol),

@@ -17,18 +17,23 @@ echo "== training on Fashion-MNIST"
 # Short OpenMP spins: steady on cores other processes share too
 # (docs/UserGuide.md, "Intra-op threads and a busy machine").
 if [ -z "${OMP_WAIT_POLICY:-}" ]; then export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}; fi
-# The run length unless the arguments give one; a fresh run unless they
-# say --resume (mdrun refuses a directory with an earlier run's checkpoints).
-LENGTH=(--epochs="${EPOCHS:-15}")
+# The run length and the data unless the arguments give them. A fresh run
+# unless they say --resume: mdrun refuses a directory with an earlier run's
+# checkpoints, so those move to checkpoints.previous (replacing older ones).
+DATA=--data=/usr/share/datasets/fashion-mnist
+LENGTH=--epochs=${EPOCHS:-15}
 RESUME=
 for A in "$@"; do
   case "$A" in
-    --steps|--steps=*|--epochs|--epochs=*) LENGTH=() ;;
+    --steps|--steps=*|--epochs|--epochs=*) LENGTH= ;;
+    --synthetic|--data|--data=*) DATA= ;;
     --resume) RESUME=1 ;;
   esac
 done
-[ -n "$RESUME" ] || rm -rf "$OUT/checkpoints"
-"$BUILD_DIR/bin/mdrun" "$OUT/fashion_mlp.mdp" \
-  --data=/usr/share/datasets/fashion-mnist "${LENGTH[@]}" \
-  --log-every=938 --metrics="$OUT/metrics.jsonl" \
-  --checkpoint-dir="$OUT/checkpoints" "$@"
+CK=$OUT/checkpoints
+if [ -z "$RESUME" ] && [ -n "$(ls -A "$CK" 2>/dev/null)" ]; then
+  rm -rf "$CK.previous" && mv "$CK" "$CK.previous"
+  echo "== the earlier run's checkpoints moved to $CK.previous"
+fi
+"$BUILD_DIR/bin/mdrun" "$OUT/fashion_mlp.mdp" $DATA $LENGTH \
+  --log-every=938 --metrics="$OUT/metrics.jsonl" --checkpoint-dir="$CK" "$@"

@@ -70,15 +70,20 @@ private:
              llvm::all_of(S.dims().drop_front(),
                           [](int64_t D) { return D == 1; });
     };
+    // One value in all ([1], [1,1]: a mean kept as a vector) reads as a
+    // scalar.
+    auto OneValue = [](const Shape &S) {
+      return llvm::all_of(S.dims(), [](int64_t D) { return D == 1; });
+    };
     for (const auto &[Name, T] : G.outputs()) {
       const Shape &S = T.type().Dims;
-      if (S.isScalar() || OnePerExample(S))
+      if (OneValue(S) || OnePerExample(S))
         continue;
       return makeError(G.getOutputLoc(Name),
                        "output '" + Name + "': tensor '" + T.str() +
                            "' has shape " + S.str() +
-                           "; a named output must be a scalar or one value "
-                           "per example ([?] or [?,1])");
+                           "; a named output must be one value ([], [1]) or "
+                           "one value per example ([?] or [?,1])");
     }
     return Error::success();
   }

@@ -207,16 +207,17 @@ Status Trainer::Impl::loadData() {
         EvalFeatures.push_back(Q.Feature);
       // A directory without a test split trains without evaluating; a
       // split that is there but damaged or incomplete is an error.
-      Status Absent = Status::ok();
-      bool Present = false;
-      for (const std::string &F : EvalFeatures) {
-        auto Path = findFeatureFile(Opts.DataDir, "t10k", F);
-        Present |= Path.isOk();
-        if (!Path.isOk() && Absent.isOk())
-          Absent = Path.status();
-      }
-      if (!Present) {
-        Log << "note: no evaluation: " << Absent.message() << '\n';
+      auto Present = hasSplitFiles(Opts.DataDir, "t10k");
+      if (!Present.isOk())
+        return Present.status().withContext("evaluation data");
+      if (!*Present) {
+        // Say which file the first feature would come from.
+        std::string Why = "no 't10k' split in '" + Opts.DataDir + "'";
+        if (!EvalFeatures.empty())
+          if (auto P = findFeatureFile(Opts.DataDir, "t10k", EvalFeatures[0]);
+              !P.isOk())
+            Why = P.status().message();
+        Log << "note: no evaluation: " << Why << '\n';
       } else {
         auto E = Dataset::load(Opts.DataDir, "t10k", EvalFeatures);
         if (!E.isOk())
@@ -416,6 +417,7 @@ Status Trainer::Impl::checkpoint(int64_t Step) {
   S.Seed = Opts.Seed;
   S.DataExamples = TrainData->size();
   S.Shuffled = Opts.Shuffle;
+  S.Synthetic = Opts.Synthetic;
   std::vector<std::vector<uint8_t>> Bufs(Exec->variables().size());
   std::vector<CheckpointTensorRef> Refs;
   for (size_t I = 0; I < Bufs.size(); ++I) {
@@ -466,6 +468,13 @@ Status Trainer::Impl::loadLatest(int64_t &Step, DataPosition &Position,
                          " (resume with the same --seed)");
   // The data position counts in the training data of the run that wrote
   // it (a version 1 checkpoint does not say which).
+  if (C->State.DataExamples >= 0 && C->State.Synthetic != Opts.Synthetic)
+    return Status::error("checkpoint '" + *Latest +
+                         "' was written by a run on " +
+                         (C->State.Synthetic ? "synthetic data (resume with "
+                                               "--synthetic)"
+                                             : "a dataset (resume with its "
+                                               "--data)"));
   if (C->State.DataExamples >= 0 && C->State.DataExamples != TrainData->size())
     return Status::error(
         "checkpoint '" + *Latest + "' was written by a run on " +
@@ -762,6 +771,9 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
   }
   MDRT_RETURN_IF_ERROR(Impl->Exec->initialize());
   MDRT_RETURN_IF_ERROR(Impl->loadData());
+  // Before the metrics and trace files are emptied: a refused run leaves
+  // the earlier run's.
+  MDRT_RETURN_IF_ERROR(Impl->prepareCheckpointDir());
   if (!Opts.MetricsPath.empty() && Impl->isLead())
     MDRT_RETURN_IF_ERROR(
         openForWriting(Impl->Metrics, Opts.MetricsPath, "metrics file"));
@@ -788,24 +800,24 @@ Status Trainer::run(TrainResult &R) {
   else if (O.Resume && O.CheckpointDir.empty())
     Usable = Status::error("--resume needs --checkpoint-dir");
   MDRT_RETURN_IF_ERROR(T.Procs->agree(Usable));
-  MDRT_RETURN_IF_ERROR(T.Procs->agree(T.prepareCheckpointDir()));
+  // The run length; every process agrees on whether it can be counted
+  // (steps and examples in 64 bits) before they compare lengths.
   int64_t Total = O.Steps;
+  Status Countable = Status::ok();
   if (Total <= 0) {
     double Epochs = O.Epochs > 0 ? O.Epochs : 1;
     double Steps = std::ceil(Epochs * double(PerEpoch));
-    // Steps and examples must count in 64 bits.
-    Status Countable = Status::ok();
-    if (Steps * double(Batch) < 0x1p62)
+    if (Steps * double(Batch) < 0x1p62) {
       Total = int64_t(Steps);
-    else {
+    } else {
       char Buf[96];
       std::snprintf(Buf, sizeof(Buf), "--epochs=%g is %g steps of %lld", Epochs,
                     Steps, (long long)Batch);
       Countable = Status::error(std::string(Buf) +
                                 " examples, more than a run can count");
     }
-    MDRT_RETURN_IF_ERROR(T.Procs->agree(Countable));
   }
+  MDRT_RETURN_IF_ERROR(T.Procs->agree(Countable));
   MDRT_RETURN_IF_ERROR(T.checkAgreement(Total));
   int64_t Step = 0;
   if (O.Resume)

@@ -10,37 +10,61 @@ Used by the GPU checks (tools/gpu/pack.sh, the `losses` check's cnn64):
 in float64 the rounding differences between the GPU's and the CPU's sums
 stay far below 1e-4 over 20 Adam steps, where float32's grow past it
 (docs/Cuda.md), so the GPU's losses must match the CPU's closely.
-Fails when the model names a dtype for a variable or a float input already
-(so nothing is left half converted) or has no variable at all.
+Fails when the model names a dtype for a variable or a floating-point
+dtype for an input already (so nothing is left half converted) or has no
+variable at all.
 """
 import argparse
 import re
 import sys
 
 
+def blocks(text, keyword):
+    """(start, end) of each `keyword { ... }` message in text, end just
+    past its closing brace (nested messages included)."""
+    for m in re.finditer(r"\b%s\s*\{" % keyword, text):
+        depth, i = 1, m.end()
+        while depth and i < len(text):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth:
+            raise ValueError("unbalanced braces after '%s'" % keyword)
+        yield m.start(), i
+
+
 def convert(text, batch):
     # Variables: `variable { ... }` may hold an initializer message, so the
     # field goes first instead of after the shape.
-    if re.search(r"variable\s*\{[^}]*\bdtype\s*:", text):
-        raise ValueError("a variable names its dtype already")
-    text, variables = re.subn(r"\bvariable\s*\{", "variable { dtype: FLOAT64",
-                              text)
+    variables = list(blocks(text, "variable"))
     if not variables:
         raise ValueError("the model has no variable")
-
-    def data(m):
-        body = m.group(1)
-        if "dtype" in body:  # labels (INT32) and the like keep theirs
-            return m.group(0)
-        return "data {%s dtype: FLOAT64 }" % body.rstrip()
-
-    text, _ = re.subn(r"\bdata\s*\{([^{}]*)\}", data, text)
+    for b, e in variables:
+        if re.search(r"\bdtype\s*:", text[b:e]):
+            raise ValueError("a variable names its dtype already")
+    # Inputs: floating-point ones become FLOAT64; integer labels keep
+    # theirs.
+    inputs = list(blocks(text, "data"))
+    for b, e in inputs:
+        d = re.search(r"\bdtype\s*:\s*(\w+)", text[b:e])
+        if d and d.group(1) not in ("INT32", "INT64", "BOOL"):
+            raise ValueError("an input names a floating-point dtype already")
+    # Edit from the end so that earlier offsets stay valid.
+    edits = [(m_end(text, b), " dtype: FLOAT64") for b, _ in variables]
+    edits += [(m_end(text, b), " dtype: FLOAT64")
+              for b, e in inputs if not re.search(r"\bdtype\s*:", text[b:e])]
+    for at, what in sorted(edits, reverse=True):
+        text = text[:at] + what + text[at:]
     if batch:
         text, n = re.subn(r"\bbatch_size\s*:\s*\d+", "batch_size: %d" % batch,
                           text)
         if n != 1:
             raise ValueError("expected one batch_size, found %d" % n)
-    return text, variables
+    return text, len(variables)
+
+
+def m_end(text, start):
+    """Just past the opening brace of the message that starts at start."""
+    return text.index("{", start) + 1
 
 
 def main():

@@ -103,7 +103,8 @@ public:
   bool parse(cl::Option &O, StringRef ArgName, StringRef Arg, Data &V) {
     constexpr bool Float = std::is_floating_point_v<Data>;
     if constexpr (Float) {
-      if (to_float(Arg, V))
+      // to_float takes "" for 0.
+      if (!Arg.empty() && to_float(Arg, V))
         return false;
     } else {
       if (!Arg.getAsInteger(0, V))

@@ -146,7 +146,8 @@ int printCheckpoint(const std::string &Path) {
             << C->State.Step << "\ndata " << C->State.Data.str() << "\nseed "
             << C->State.Seed << '\n';
   if (C->State.DataExamples >= 0)
-    std::cout << "training data " << C->State.DataExamples << " examples, "
+    std::cout << "training data " << C->State.DataExamples << " examples"
+              << (C->State.Synthetic ? " (synthetic)" : "") << ", "
               << (C->State.Shuffled ? "shuffled" : "in order") << '\n';
   for (const CheckpointTensor &T : C->Tensors) {
     std::cout << "tensor " << T.Name << ' ' << T.Desc.str() << " =";

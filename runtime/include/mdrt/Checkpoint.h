@@ -47,10 +47,12 @@ struct CheckpointState {
   DataPosition Data;
   /// The run seed (initializers, dropout, shuffling).
   uint64_t Seed = 0;
-  /// The training data \p Data counts in: its number of examples, and
-  /// whether the run shuffles it. -1: not recorded (a version 1 file).
+  /// The training data \p Data counts in: its number of examples, whether
+  /// the run shuffles it and whether it is synthetic. -1: not recorded (a
+  /// version 1 file).
   int64_t DataExamples = -1;
   bool Shuffled = false;
+  bool Synthetic = false;
 };
 
 /// A named tensor to write; \p Data points at Desc.bytes() bytes.

@@ -182,6 +182,11 @@ private:
   int64_t Size = 0;
 };
 
+/// Whether \p Dir holds any IDX file of split \p Split (named
+/// `<Split>-<anything>-idx<N>-ubyte[.gz]`); an error when \p Dir cannot be
+/// read.
+StatusOr<bool> hasSplitFiles(const std::string &Dir, const std::string &Split);
+
 /// The file for feature \p Feature of split \p Split in \p Dir (see
 /// Dataset::load). When both a raw and a gzipped file exist, the raw one is
 /// used; files with different names that both match are an error.

@@ -17,7 +17,8 @@
 //       48     8  i64 data index within the epoch
 //       56     8  u64 run seed
 //       64     4  u32 number of tensors
-//       68     4  u32 flags: bit 0, the run shuffles its training data
+//       68     4  u32 flags: bit 0, the run shuffles its training data;
+//                     bit 1, the data is synthetic
 //       72     8  i64 examples of the training data
 //       80     8  u64 reserved, 0
 //       88        the tensors, one after the other:
@@ -248,7 +249,8 @@ Status encodeTo(Sink &S, const CheckpointState &State,
   putLE<int64_t>(H + 48, State.Data.Index);
   putLE<uint64_t>(H + 56, State.Seed);
   putLE<uint32_t>(H + 64, uint32_t(Tensors.size()));
-  putLE<uint32_t>(H + 68, State.Shuffled ? 1 : 0);
+  putLE<uint32_t>(H + 68,
+                  (State.Shuffled ? 1u : 0u) | (State.Synthetic ? 2u : 0u));
   putLE<int64_t>(H + 72, State.DataExamples);
   putLE<uint64_t>(H + 80, 0);
   MDRT_RETURN_IF_ERROR(S.write(H, HeaderSize));
@@ -424,7 +426,9 @@ StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
   C.State.Seed = getLE<uint64_t>(Bytes + 56);
   uint32_t Count = getLE<uint32_t>(Bytes + 64);
   if (Version >= 2) {
-    C.State.Shuffled = getLE<uint32_t>(Bytes + 68) & 1;
+    uint32_t Flags = getLE<uint32_t>(Bytes + 68);
+    C.State.Shuffled = Flags & 1;
+    C.State.Synthetic = Flags & 2;
     C.State.DataExamples = getLE<int64_t>(Bytes + 72);
   }
 

@@ -578,6 +578,17 @@ int64_t FeatureRequest::exampleElements() const {
   return N;
 }
 
+StatusOr<bool> mdrt::hasSplitFiles(const std::string &Dir,
+                                   const std::string &Split) {
+  StatusOr<std::vector<std::string>> Names = listDirectory(Dir);
+  if (!Names)
+    return Names.status();
+  for (const std::string &N : *Names)
+    if (!idxFileMiddle(N, Split).empty())
+      return true;
+  return false;
+}
+
 StatusOr<std::string> mdrt::findFeatureFile(const std::string &Dir,
                                             const std::string &Split,
                                             const std::string &Feature) {

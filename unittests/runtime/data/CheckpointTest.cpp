@@ -79,6 +79,7 @@ struct Fixture {
     State.Seed = 987654321;
     State.DataExamples = 60000;
     State.Shuffled = true;
+    State.Synthetic = true;
   }
 
   std::vector<CheckpointTensorRef> refs() const {
@@ -120,6 +121,7 @@ TEST(CheckpointTest, RoundTrip) {
   EXPECT_EQ(C->State.Seed, 987654321u);
   EXPECT_EQ(C->State.DataExamples, 60000);
   EXPECT_TRUE(C->State.Shuffled);
+  EXPECT_TRUE(C->State.Synthetic);
   std::vector<CheckpointTensorRef> Refs = F.refs();
   ASSERT_EQ(C->Tensors.size(), Refs.size());
   for (size_t I = 0; I < Refs.size(); ++I) {
@@ -162,8 +164,9 @@ TEST(CheckpointTest, Layout) {
   std::memcpy(&Size, B.data() + 16, 8);
   EXPECT_EQ(Size, B.size());
   EXPECT_EQ(B[24], 0xef); // Fingerprint, little-endian.
-  // The training data: flags (bit 0: shuffled), then the examples.
-  EXPECT_EQ(B[68], 1);
+  // The training data: flags (bit 0: shuffled, bit 1: synthetic), then
+  // the examples.
+  EXPECT_EQ(B[68], 3);
   int64_t Examples;
   std::memcpy(&Examples, B.data() + 72, 8);
   EXPECT_EQ(Examples, 60000);
