@@ -838,6 +838,12 @@ Status Trainer::run(TrainResult &R) {
   int64_t LastLogStep = Step, Examples = 0;
   double LossSum = 0;
   int64_t LossCount = 0;
+  // A stop asked for by TrainOptions::Stop (a signal): this process's, and
+  // whether every process stops after this step.
+  auto LocalStop = [&] {
+    return O.Stop ? O.Stop->load(std::memory_order_relaxed) : 0;
+  };
+  bool StopNow = false;
   // The workers of a ps-strategy run meet only where they must (to log,
   // checkpoint, evaluate and at the end), so that each goes at its own
   // pace in between: a worker's failure waits for the next meeting, where
@@ -860,6 +866,8 @@ Status Trainer::run(TrainResult &R) {
       T.Exec->setTracing(false);
     ++Step;
     Examples += Batch;
+    if (Step == O.TermAtStep)
+      std::raise(SIGTERM);
     bool LogNow = O.LogEvery > 0 && (Step % O.LogEvery == 0 || Step == Total);
     bool CheckpointNow =
         O.CheckpointEvery > 0 && Step % O.CheckpointEvery == 0 && Step < Total;
@@ -883,7 +891,11 @@ Status Trainer::run(TrainResult &R) {
     };
     double Loss = NAN;
     if (!Async) {
-      MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Ran, Outs));
+      // The processes stop after the same step: a stop rides on the step's
+      // means.
+      std::vector<double> Stopping{double(LocalStop() != 0)};
+      MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Ran, Outs, &Stopping));
+      StopNow = T.Procs->size() > 1 ? Stopping[0] > 0 : LocalStop() != 0;
       Loss = LossOf(Outs);
       MDRT_RETURN_IF_ERROR(Count(Loss));
     } else {
@@ -899,8 +911,10 @@ Status Trainer::run(TrainResult &R) {
         // The meeting: this step's outputs, means over the workers, and
         // the mean loss of the window (the ratio of the means is that of
         // the sums).
-        std::vector<double> Window{LossSum, double(LossCount)};
+        std::vector<double> Window{LossSum, double(LossCount),
+                                   double(LocalStop() != 0)};
         MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Pending, Outs, &Window));
+        StopNow = Window[2] > 0;
         Loss = LossOf(Outs);
         if (LogNow && Window[1] > 0) {
           LossSum = Window[0] / Window[1];
@@ -958,6 +972,22 @@ Status Trainer::run(TrainResult &R) {
     if (Step == O.KillAtStep) {
       T.Log.flush();
       std::raise(SIGKILL);
+    }
+    if (StopNow && Step < Total) {
+      // Stopped: the state of this step saved (unless it just was), no
+      // final evaluation.
+      if (!CheckpointNow)
+        MDRT_RETURN_IF_ERROR(T.Procs->agree(T.checkpoint(Step)));
+      if (T.ProgressBar)
+        std::fprintf(stderr, "\r%*s\r", 90, "");
+      R.Steps = Step;
+      R.StepsRun = Step - FirstStep;
+      R.Seconds = seconds() - Start;
+      R.ExamplesPerSecond = double(Examples) / std::max(R.Seconds, 1e-9);
+      R.StoppedBy = LocalStop() ? LocalStop() : -1;
+      if (!O.CheckpointDir.empty())
+        R.Checkpoint = O.CheckpointDir + "/" + checkpointFileName(Step);
+      return Status::ok();
     }
   }
   if (T.ProgressBar)

@@ -19,7 +19,9 @@
 #include "mdrt/Process.h"
 #include "mdrt/Trainer.h"
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -181,6 +183,23 @@ int printCheckpoint(const std::string &Path) {
   return 0;
 }
 
+/// The signal that asked the run to stop (SIGTERM, SIGINT), polled by the
+/// trainer after each step. The first stops the run at the end of its step
+/// with a checkpoint; the handler then resets, so a second one ends the
+/// process at once.
+std::atomic<int> StopSignal{0};
+
+void onStopSignal(int Sig) { StopSignal.store(Sig, std::memory_order_relaxed); }
+
+void catchStopSignals() {
+  struct sigaction A = {};
+  A.sa_handler = onStopSignal;
+  sigemptyset(&A.sa_mask);
+  A.sa_flags = SA_RESETHAND | SA_RESTART;
+  sigaction(SIGTERM, &A, nullptr);
+  sigaction(SIGINT, &A, nullptr);
+}
+
 } // namespace
 
 static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
@@ -309,6 +328,8 @@ static int mdrunMain(int argc, char **argv) {
        [&](const std::string &) { return Quiet = true; }},
       {"kill-at-step", "N", "testing: SIGKILL itself after step N",
        [&](const std::string &V) { return parseInt(V, T.KillAtStep, 1); }},
+      {"term-at-step", "N", "testing: SIGTERM itself at the end of step N",
+       [&](const std::string &V) { return parseInt(V, T.TermAtStep, 1); }},
       {"help", nullptr, "this text",
        [&](const std::string &) { return Help = true; }},
   };
@@ -476,6 +497,7 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
     return serveTask(PlanPath, T, Procs, Layout);
 
   T.Exec.Processes = Workers;
+  T.Stop = &StopSignal;
   if (!T.TracePath.empty()) {
     // One trace per process with {replica} in the path, else replica 0's.
     std::string Traced = replicaPath(T.TracePath, Rank);
@@ -505,13 +527,30 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
       S)
     return Fail(S);
   TrainResult R;
+  catchStopSignals();
   Status Trained = (*Trainer)->run(R);
   // The servers stop once every worker is done, whatever happened.
   (*Trainer)->executor().disconnect().isOk();
   if (Trained)
     return Fail(Trained);
+  int Stopped = R.StoppedBy > 0 ? 128 + R.StoppedBy : R.StoppedBy ? 1 : 0;
   if (Rank != 0)
-    return 0;
+    return Stopped;
+  if (R.StoppedBy) {
+    std::cout << "stopped after step " << R.Steps;
+    if (R.StoppedBy > 0)
+      std::cout << " by " << (R.StoppedBy == SIGINT ? "SIGINT" : "SIGTERM");
+    else
+      std::cout << " with another process of the run";
+    std::cout << " (" << R.StepsRun << " steps in " << std::setprecision(3)
+              << R.Seconds << std::setprecision(6) << " s)";
+    if (R.Checkpoint.empty())
+      std::cout << "; no --checkpoint-dir, so nothing was saved\n";
+    else
+      std::cout << "; its checkpoint " << R.Checkpoint
+                << ": continue with --resume\n";
+    return Stopped;
+  }
   // After a resume, the steps this run executed (which the time and rate
   // are about), then the global step reached.
   std::cout << "done: " << R.StepsRun << " steps in " << std::setprecision(3)

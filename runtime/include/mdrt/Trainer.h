@@ -28,6 +28,7 @@
 #include "mdrt/Data.h"
 #include "mdrt/Executor.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -74,6 +75,15 @@ struct TrainOptions {
   bool Resume = false;
   /// Testing: raise SIGKILL right after this step (-1: never).
   int64_t KillAtStep = -1;
+  /// Testing: raise SIGTERM as this step ends (-1: never); with mdrun's
+  /// handler, the run stops after it (Stop).
+  int64_t TermAtStep = -1;
+  /// Polled after every step: a nonzero value (mdrun stores the number of
+  /// a signal, SIGTERM or SIGINT) stops the run there, with a checkpoint
+  /// when CheckpointDir is set (TrainResult::StoppedBy). The processes of
+  /// a run stop at the same step: those of a ps-strategy run at the next
+  /// step where they meet (a log, a checkpoint, an evaluation).
+  const std::atomic<int> *Stop = nullptr;
 };
 
 /// What a run ended with.
@@ -87,6 +97,11 @@ struct TrainResult {
   std::map<std::string, double> Eval;
   double ExamplesPerSecond = 0;
   double Seconds = 0;
+  /// TrainOptions::Stop's value when it stopped the run before its last
+  /// step (0: the run ended). Steps is the step it stopped after, and
+  /// Checkpoint the checkpoint written there ("" without CheckpointDir).
+  int StoppedBy = 0;
+  std::string Checkpoint;
 };
 
 /// An evaluation value as the logs print it: a metric whose name contains
