@@ -580,6 +580,10 @@ static int serveTask(const std::string &PlanPath, const TrainOptions &T,
     Mine.push_back(Plan.get());
   if (Status S = agreeOnPlans(Procs, Layout, Mine); S)
     return 1;
+  // A stop signal sent to every process of the run (as a launcher or a
+  // scheduler does) must not end a server before the workers have
+  // written their checkpoint: a server ends when every worker is done.
+  catchStopSignals();
   ServerOptions SO;
   SO.Threads = T.Exec.Threads;
   SO.Seed = T.Seed;
