@@ -290,12 +290,16 @@ static Error shapeReshape(InferContext &C) {
                        Shape(Target).str());
       Out[Infer] = N / Known;
     } else {
-      // Only the batch dimension may be unknown; the rest must divide.
+      // The batch is unknown. With the -1 first (it takes the batch), an
+      // example's values must fill whole rows of the rest, or rows whole
+      // examples; with a fixed first dimension (TensorFlow's
+      // reshape(x, [batch, -1])) some batch always divides, and the count
+      // is checked once the batch is known.
       int64_t Rest = 1;
       for (unsigned I = 1; I < In.rank(); ++I)
         Rest *= In[I];
-      if (In.rank() && In[0] < 0 && Rest >= 0 && Known && Rest % Known &&
-          Known % Rest)
+      if (!Known || (Infer == 0 && In.rank() && In[0] < 0 && Rest >= 0 &&
+                     Rest % Known && Known % Rest))
         return C.error("cannot reshape " + In.str() + " to " +
                        Shape(Target).str());
       Out[Infer] = -1;

@@ -65,8 +65,11 @@ private:
           N->getOutputType(0).Dims.rank() &&
           N->getOutputType(0).Dims[0] != Shape::Unknown)
         return Error::success();
-    auto OnePerExample = [](const Shape &S) {
-      return S.rank() && S[0] == Shape::Unknown &&
+    // The batch dimension is unknown here, or the model's batch where a
+    // reshape fixed it ([batch, -1]).
+    int64_t Batch = G.getDefaultBatchSize();
+    auto OnePerExample = [&](const Shape &S) {
+      return S.rank() && (S[0] == Shape::Unknown || S[0] == Batch) &&
              llvm::all_of(S.dims().drop_front(),
                           [](int64_t D) { return D == 1; });
     };
