@@ -102,6 +102,18 @@ static int64_t windowOut(int64_t In, int64_t K, int64_t S, StringRef Pad) {
   return In < K ? 0 : (In - K) / S + 1;
 }
 
+/// With VALID padding a window must fit in the input: a larger one leaves
+/// an empty output, which would train nothing.
+static Error checkWindowFits(InferContext &C, const Shape &X, int64_t KH,
+                             int64_t KW, StringRef Pad) {
+  if (Pad == "SAME" || !((X[1] >= 0 && X[1] < KH) || (X[2] >= 0 && X[2] < KW)))
+    return Error::success();
+  return C.error("window " + Twine(KH) + "x" + Twine(KW) +
+                 " is larger than the input's " + Twine(X[1]) + "x" +
+                 Twine(X[2]) +
+                 " (VALID padding: the output would be empty; SAME pads)");
+}
+
 /// Normalizes reduction axes (negative counts from the end); empty = all.
 static Expected<SmallVector<unsigned, 4>>
 reductionAxes(InferContext &C, const std::vector<int64_t> &Axes,
@@ -482,6 +494,8 @@ static Error shapeConv2D(InferContext &C) {
                    " do not match the filter's " + Twine(F[2]) + " (filter " +
                    F.str() + ")");
   StringRef Pad = C.attrs().getString("padding");
+  if (Error E = checkWindowFits(C, X, F[0], F[1], Pad))
+    return E;
   C.setOutput(0, C.input(0).Elt,
               Shape{X[0], windowOut(X[1], F[0], Strides[0], Pad),
                     windowOut(X[2], F[1], Strides[1], Pad), F[3]});
@@ -500,6 +514,8 @@ static Error shapeMaxPool(InferContext &C) {
     return E;
   const Shape &X = C.input(0).Dims;
   StringRef Pad = C.attrs().getString("padding");
+  if (Error E = checkWindowFits(C, X, K[0], K[1], Pad))
+    return E;
   C.setOutput(0, C.input(0).Elt,
               Shape{X[0], windowOut(X[1], K[0], S[0], Pad),
                     windowOut(X[2], K[1], S[1], Pad), X[3]});
@@ -533,6 +549,12 @@ static Error shapeBatchNorm(InferContext &C) {
   const Shape &X = C.input(0).Dims;
   if (X.rank() < 2)
     return C.error("BatchNorm input must have rank >= 2, got " + X.str());
+  double Eps = C.attrs().getFloat("epsilon");
+  if (!(Eps >= 0)) {
+    std::string Text;
+    raw_string_ostream(Text) << format("%g", Eps);
+    return C.error("batch norm epsilon must be at least 0, got " + Text);
+  }
   int64_t Ch = X[X.rank() - 1];
   for (unsigned I = 1; I < C.numInputs(); ++I)
     if (Error E = checkChannelVector(C, I, Ch))
