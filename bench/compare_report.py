@@ -67,7 +67,13 @@ def trace_summary(path):
 
 
 def main():
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: bench/compare_report.py DIR (a bench/compare.sh "
+                 "output directory)")
     d = sys.argv[1]
+    if not glob.glob(os.path.join(d, "*-t*-r*.jsonl")):
+        sys.exit("compare_report.py: no bench/compare.sh results "
+                 "(*-t*-r*.jsonl) in '%s'" % d)
     rows = collections.defaultdict(lambda: {"mdrun": [], "torch": []})
     for p in glob.glob(os.path.join(d, "*-t*-r*.jsonl")):
         m = re.match(r"(mdrun|torch)-(\w+)-t(\d+)-r(\d+)\.jsonl", os.path.basename(p))

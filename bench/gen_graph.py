@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generates large model graphs in the .mdg format (protobuf text) for the
-planner benchmark (bench/planner.sh) and a chain of tiny ops for the
+planner benchmark (bench/planner.py) and a chain of tiny ops for the
 dispatch benchmark (bench/compare.sh).
 
   gen_graph.py mlp    --layers=N [--width=W] [-o FILE]

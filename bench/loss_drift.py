@@ -65,6 +65,12 @@ def main():
     if not os.path.isdir(a.data):
         sys.exit("loss_drift: no dataset at %s (--data)" % a.data)
     backends = a.backends.split(",")
+    for b in backends:
+        if b not in ("auto", "openblas", "reference"):
+            sys.exit("loss_drift: unknown backend '%s' (auto, openblas, "
+                     "reference)" % b)
+    if len(backends) < 2:
+        sys.exit("loss_drift: --backends needs two or more to compare")
     tmp = tempfile.mkdtemp(prefix="loss-drift-")
     try:
         run(a, mdplan, mdrun, backends, tmp)

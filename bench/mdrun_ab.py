@@ -79,7 +79,11 @@ def main():
     p.add_argument("--load", type=int, default=0)
     a = p.parse_args()
     build = os.environ.get("BUILD", os.path.join(ROOT, "build"))
+    if not os.path.isabs(build) and not os.path.isdir(build):
+        build = os.path.join(ROOT, build)  # relative to the repository
     mdplan = os.path.join(build, "bin", "mdplan")
+    if not os.access(mdplan, os.X_OK):
+        sys.exit("mdrun_ab: no %s (build first, or set BUILD)" % mdplan)
     names = a.plans.split(",")
     for n in names:
         if n not in PLANS:

@@ -7,7 +7,7 @@ deployments, the arena peak that plan-memory found next to the naive sum
   bench/memory.py [--build=DIR] [--markdown]
 
 Deployments: 1, 2 and 4 clones on the CPU (--clone-on-cpu: one device
-holds every clone); 2 and 4 clones on GPUs, ps and mirrored strategy (one
+holds every clone); 2 clones on GPUs, ps and mirrored, and 4 mirrored (one
 arena per GPU, plus the worker CPU). Persistent bytes (variables, slots,
 constants) are outside the arena and listed separately per device.
 BUILD defaults to $BUILD or build/.

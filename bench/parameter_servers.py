@@ -16,7 +16,8 @@ repetition, in turn:
   mirrored  W processes of the mirrored strategy at a global batch of W
             times that (mpirun -n W): the synchronous alternative
 
-Every run trains STEPS steps on Fashion-MNIST in order (no evaluation),
+Every run trains a fixed number of steps (processes.py's MODELS: the MLP 600,
+the CNN 40) on Fashion-MNIST in order (no evaluation),
 --threads=1, and reports examples per second from mdrun's done line.
 Printed: medians, the cost of the processes (`ps` over `inproc` time per
 step: 1.0 is free) and the throughput of `async` against `mirrored` (> 1:
@@ -54,6 +55,9 @@ def main():
     print(f"{'model':>5} {'config':>9} {'procs':>5} {'batch':>6} "
           f"{'ms/step':>8} {'examples/s':>11}")
     for name in a.models.split(","):
+        if name not in MODELS:
+            sys.exit(f"parameter_servers.py: unknown model '{name}' (known: "
+                     f"{', '.join(MODELS)})")
         model, batch, steps = MODELS[name]
         with tempfile.TemporaryDirectory() as tmp:
             base = [mdplan, os.path.join(ROOT, "examples", model),

@@ -100,10 +100,20 @@ def main():
         sys.exit(f"planner.py: no {mdplan}; build first (scripts/setup.sh) or set BUILD")
     work = a.workdir or tempfile.mkdtemp(prefix="mdplan-bench-")
     os.makedirs(work, exist_ok=True)
-    sizes = [int(s) for s in a.sizes.split(",")]
-    clones = [int(c) for c in a.clones.split(",")]
+    try:
+        sizes = [int(s) for s in a.sizes.split(",")]
+        clones = [int(c) for c in a.clones.split(",")]
+    except ValueError:
+        sys.exit("planner.py: --sizes and --clones take integers, e.g. "
+                 "--sizes=1000,4000")
     strategies = a.strategies.split(",")
     modes = a.modes.split(",")
+    for m in modes:
+        if m not in ("placement", "plan"):
+            sys.exit(f"planner.py: unknown mode '{m}' (placement, plan)")
+    for st in strategies:
+        if st not in ("ps", "mirrored"):
+            sys.exit(f"planner.py: unknown strategy '{st}' (ps, mirrored)")
 
     graphs = {}
     for s in sizes:

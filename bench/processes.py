@@ -14,7 +14,8 @@ SGD) and repetition, in turn:
   alone     1 process, 1 clone, batch B/P, --threads=1: one process's share
             of `procs` without the others
 
-Every run trains STEPS steps on Fashion-MNIST in order (no evaluation) and
+Every run trains a fixed number of steps (MODELS below: the MLP 600,
+the CNN 40) on Fashion-MNIST in order (no evaluation) and
 reports examples per second from mdrun's done line. Printed: medians, the
 speed-up of `procs` over `one` (strong scaling on P cores), the cost of
 the all-reduce across processes, time per step of `procs` over `alone`
@@ -108,6 +109,9 @@ def main():
     print(f"{'model':>5} {'config':>12} {'batch':>6} {'ms/step':>8} "
           f"{'examples/s':>11}")
     for name in a.models.split(","):
+        if name not in MODELS:
+            sys.exit(f"processes.py: unknown model '{name}' (known: "
+                     f"{', '.join(MODELS)})")
         model, batch, steps = MODELS[name]
         with tempfile.TemporaryDirectory() as tmp:
             plans = compile_plans(tmp, model, batch, a.procs)

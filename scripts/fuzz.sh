@@ -18,6 +18,13 @@ case "$target" in
      exit 2 ;;
 esac
 seconds=${2:-60}
+# libFuzzer reads -max_total_time with atoi: "1m" would be 1 second and
+# "-runs=9" no limit at all.
+if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
+  echo "fuzz.sh: SECONDS must be a whole number of seconds, got '$seconds'" \
+    "(usage: scripts/fuzz.sh TARGET [SECONDS] [libFuzzer options...])" >&2
+  exit 2
+fi
 shift $(( $# < 2 ? $# : 2 ))
 
 export BUILD_DIR=${BUILD_DIR:-build-fuzz}

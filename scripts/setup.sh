@@ -5,6 +5,9 @@
 #   scripts/setup.sh [extra cmake arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  -h|--help) sed -n '2,5s/^# \{0,1\}//p' "$0"; exit 0 ;;
+esac
 
 PACKAGES=(
   build-essential cmake ninja-build python3 zlib1g-dev

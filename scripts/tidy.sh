@@ -11,6 +11,15 @@
 # the files, e.g. `scripts/tidy.sh runtime/lib/data`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  -h|--help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  -*) echo "tidy.sh: unknown option '$1' (usage: scripts/tidy.sh [FILE-REGEX...])" >&2
+      exit 2 ;;
+esac
+for pat in "$@"; do
+  python3 -c 'import re, sys; re.compile(sys.argv[1])' "$pat" 2>/dev/null || {
+    echo "tidy.sh: '$pat' is not a regular expression" >&2; exit 2; }
+done
 
 export BUILD_DIR=${BUILD_DIR:-build}
 # Installs clang-tidy when missing and builds (generated headers included).

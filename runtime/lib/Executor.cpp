@@ -607,6 +607,13 @@ Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
     }
     Devices.push_back(createCpuDevice(Name, Threads));
   }
+  // A misspelt backend would quietly run the default one.
+  if (const char *K = std::getenv("MDRT_CPU_KERNELS"))
+    if (*K && std::strcmp(K, "auto") && std::strcmp(K, "openblas") &&
+        std::strcmp(K, "reference"))
+      Notes.push_back(std::string("MDRT_CPU_KERNELS='") + K +
+                      "' is none of auto, openblas and reference: the CPU "
+                      "kernels are auto's");
   // A server's persistent memory is its task's, shared with its executors
   // for the other workers.
   std::vector<uint8_t *> Persistent(Devices.size(), nullptr);
