@@ -769,6 +769,10 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
                            "names none with 'loss:'), so there is nothing "
                            "to train");
   }
+  if (Impl->Exec->inputs(Impl->TrainProg).empty())
+    return Status::error("plan '" + Impl->Plan->name() +
+                         "': its training program reads no input (the model "
+                         "has no Input node), and mdrun trains on data");
   MDRT_RETURN_IF_ERROR(Impl->Exec->initialize());
   MDRT_RETURN_IF_ERROR(Impl->loadData());
   // Before the metrics and trace files are emptied: a refused run leaves
