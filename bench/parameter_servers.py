@@ -44,6 +44,10 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--models", default="mlp,cnn")
     a = p.parse_args()
+    for name in a.models.split(","):
+        if name not in MODELS:
+            sys.exit(f"parameter_servers.py: unknown model '{name}' (known: "
+                     f"{', '.join(MODELS)})")
     if not os.path.isdir(DATA):
         sys.exit(f"parameter_servers.py: no {DATA} "
                  "(Debian: dataset-fashion-mnist)")
@@ -55,9 +59,6 @@ def main():
     print(f"{'model':>5} {'config':>9} {'procs':>5} {'batch':>6} "
           f"{'ms/step':>8} {'examples/s':>11}")
     for name in a.models.split(","):
-        if name not in MODELS:
-            sys.exit(f"parameter_servers.py: unknown model '{name}' (known: "
-                     f"{', '.join(MODELS)})")
         model, batch, steps = MODELS[name]
         with tempfile.TemporaryDirectory() as tmp:
             base = [mdplan, os.path.join(ROOT, "examples", model),

@@ -98,6 +98,10 @@ def main():
     p.add_argument("--models", default="mlp,cnn")
     p.add_argument("--baseline", default="")
     a = p.parse_args()
+    for name in a.models.split(","):
+        if name not in MODELS:
+            sys.exit(f"processes.py: unknown model '{name}' (known: "
+                     f"{', '.join(MODELS)})")
     if a.baseline and not os.access(a.baseline, os.X_OK):
         sys.exit(f"processes.py: '{a.baseline}' is not an executable")
     if not os.path.isdir(DATA):
@@ -109,9 +113,6 @@ def main():
     print(f"{'model':>5} {'config':>12} {'batch':>6} {'ms/step':>8} "
           f"{'examples/s':>11}")
     for name in a.models.split(","):
-        if name not in MODELS:
-            sys.exit(f"processes.py: unknown model '{name}' (known: "
-                     f"{', '.join(MODELS)})")
         model, batch, steps = MODELS[name]
         with tempfile.TemporaryDirectory() as tmp:
             plans = compile_plans(tmp, model, batch, a.procs)

@@ -18,7 +18,8 @@ echo "== training on Fashion-MNIST"
 # (docs/UserGuide.md, "Intra-op threads and a busy machine").
 if [ -z "${OMP_WAIT_POLICY:-}" ]; then export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}; fi
 # The run length and the data unless the arguments give them. A fresh run
-# unless they say --resume: mdrun refuses a directory with an earlier run's
+# unless they say --resume (or ask for no run: --help, --dump-plan,
+# --print-checkpoint): mdrun refuses a directory with an earlier run's
 # checkpoints, so those move to checkpoints.previous (replacing older ones).
 DATA=--data=/usr/share/datasets/fashion-mnist
 LENGTH=--epochs=${EPOCHS:-15}
@@ -27,7 +28,7 @@ for A in "$@"; do
   case "$A" in
     --steps|--steps=*|--epochs|--epochs=*) LENGTH= ;;
     --synthetic|--data|--data=*) DATA= ;;
-    --resume) RESUME=1 ;;
+    --resume|-h|--help|--dump-plan|--print-checkpoint=*) RESUME=1 ;;
   esac
 done
 CK=$OUT/checkpoints

@@ -108,9 +108,11 @@ static Error checkWindowFits(InferContext &C, const Shape &X, int64_t KH,
                              int64_t KW, StringRef Pad) {
   if (Pad == "SAME" || !((X[1] >= 0 && X[1] < KH) || (X[2] >= 0 && X[2] < KW)))
     return Error::success();
+  auto Dim = [](int64_t D) {
+    return D < 0 ? std::string("?") : std::to_string(D);
+  };
   return C.error("window " + Twine(KH) + "x" + Twine(KW) +
-                 " is larger than the input's " + Twine(X[1]) + "x" +
-                 Twine(X[2]) +
+                 " is larger than the input's " + Dim(X[1]) + "x" + Dim(X[2]) +
                  " (VALID padding: the output would be empty; SAME pads)");
 }
 

@@ -110,6 +110,27 @@ buildEval(std::unique_ptr<Graph> G, const Graph &Train, PassContext &TrainCtx,
   }
   if (Error E = After.run(*G, Ctx))
     return appendToMessage(std::move(E), " (in the evaluation program)");
+  // mdrun reports a named output as its mean over the examples of a batch:
+  // one value, or one per example of the evaluation batch. infer-shapes
+  // took a first dimension equal to the model's batch (a reshape to
+  // [batch, -1]) for the batch; here the batch is known.
+  for (const auto &[Name, T] : G->outputs()) {
+    const Shape &S = T.type().Dims;
+    auto Ones = [](ArrayRef<int64_t> D) {
+      return llvm::all_of(D, [](int64_t X) { return X == 1; });
+    };
+    if (Ones(S.dims()) ||
+        (S.rank() && S[0] == C.BatchPerClone && Ones(S.dims().drop_front())))
+      continue;
+    return makeError(G->getOutputLoc(Name),
+                     "output '" + Name + "': tensor '" + T.str() +
+                         "' has shape " + S.str() +
+                         " in the evaluation program, whose batch is " +
+                         Twine(C.BatchPerClone) +
+                         ": a named output must be one value or one value "
+                         "per example (a reshape to a fixed batch needs "
+                         "--eval-batch to match it)");
+  }
   return std::move(G);
 }
 

@@ -848,6 +848,27 @@ Status Trainer::run(TrainResult &R) {
     return O.Stop ? O.Stop->load(std::memory_order_relaxed) : 0;
   };
   bool StopNow = false;
+  // The trace of the steps traced up to \p Last, the run's last step.
+  auto WriteTrace = [&](int64_t Last) {
+    if (O.TracePath.empty())
+      return Status::ok();
+    T.Exec->setTracing(false);
+    std::ofstream &Trace = T.TraceOut;
+    T.Exec->writeTrace(Trace);
+    Trace.close();
+    if (!Trace)
+      return Status::error("cannot write trace '" + O.TracePath + "'");
+    if (TraceFrom >= Last)
+      // Not "steps 2 to 1": the run ended before the traced steps.
+      T.Log << "note: the trace written to " << O.TracePath
+            << " holds no step: tracing starts with the second step of a "
+               "run, and this run had "
+            << R.StepsRun << " step" << (R.StepsRun == 1 ? "" : "s") << '\n';
+    else
+      T.Log << "trace of steps " << TraceFrom + 1 << " to "
+            << std::min(TraceTo, Last) << " written to " << O.TracePath << '\n';
+    return Status::ok();
+  };
   // The workers of a ps-strategy run meet only where they must (to log,
   // checkpoint, evaluate and at the end), so that each goes at its own
   // pace in between: a worker's failure waits for the next meeting, where
@@ -991,7 +1012,7 @@ Status Trainer::run(TrainResult &R) {
       R.StoppedBy = LocalStop() ? LocalStop() : -1;
       if (!O.CheckpointDir.empty())
         R.Checkpoint = O.CheckpointDir + "/" + checkpointFileName(Step);
-      return Status::ok();
+      return T.Procs->agree(WriteTrace(Step));
     }
   }
   if (T.ProgressBar)
@@ -1004,23 +1025,5 @@ Status Trainer::run(TrainResult &R) {
   MDRT_RETURN_IF_ERROR(T.Procs->agree(T.checkpoint(Step)));
   if (O.Eval)
     MDRT_RETURN_IF_ERROR(T.evaluate(Step, R.Eval));
-  Status Traced = Status::ok();
-  if (!O.TracePath.empty()) {
-    std::ofstream &Trace = T.TraceOut;
-    T.Exec->writeTrace(Trace);
-    Trace.close();
-    if (!Trace)
-      Traced = Status::error("cannot write trace '" + O.TracePath + "'");
-    else if (TraceFrom >= Total)
-      // Not "steps 2 to 1": the run ended before the traced steps.
-      T.Log << "note: the trace written to " << O.TracePath
-            << " holds no step: tracing starts with the second step of a "
-               "run, and this run had "
-            << R.StepsRun << " step" << (R.StepsRun == 1 ? "" : "s") << '\n';
-    else
-      T.Log << "trace of steps " << TraceFrom + 1 << " to "
-            << std::min(TraceTo, Total) << " written to " << O.TracePath
-            << '\n';
-  }
-  return T.Procs->agree(Traced);
+  return T.Procs->agree(WriteTrace(Total));
 }

@@ -21,9 +21,9 @@
 
 #include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -189,13 +189,19 @@ int printCheckpoint(const std::string &Path) {
 /// process at once.
 std::atomic<int> StopSignal{0};
 
-void onStopSignal(int Sig) { StopSignal.store(Sig, std::memory_order_relaxed); }
+void onStopSignal(int Sig) {
+  int None = 0;
+  StopSignal.compare_exchange_strong(None, Sig, std::memory_order_relaxed);
+  // The next one, of either kind, ends the process.
+  std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGINT, SIG_DFL);
+}
 
 void catchStopSignals() {
   struct sigaction A = {};
   A.sa_handler = onStopSignal;
   sigemptyset(&A.sa_mask);
-  A.sa_flags = SA_RESETHAND | SA_RESTART;
+  A.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &A, nullptr);
   sigaction(SIGINT, &A, nullptr);
 }
