@@ -932,7 +932,11 @@ Status Trainer::run(TrainResult &R) {
         if (Pending.isOk())
           Pending = Count(Loss = LossOf(Outs));
       }
-      if (LogNow || CheckpointNow || EvalNow || Step == Total) {
+      // They also meet every StopCheckSteps steps, so that a stop signal
+      // one of them gets reaches them all (TrainOptions::Stop).
+      constexpr int64_t StopCheckSteps = 100;
+      if (LogNow || CheckpointNow || EvalNow || Step == Total ||
+          (O.Stop && Step % StopCheckSteps == 0)) {
         // The meeting: this step's outputs, means over the workers, and
         // the mean loss of the window (the ratio of the means is that of
         // the sums).

@@ -82,7 +82,8 @@ struct TrainOptions {
   /// a signal, SIGTERM or SIGINT) stops the run there, with a checkpoint
   /// when CheckpointDir is set (TrainResult::StoppedBy). The processes of
   /// a run stop at the same step: those of a ps-strategy run at the next
-  /// step where they meet (a log, a checkpoint, an evaluation).
+  /// step where they meet (a log, a checkpoint, an evaluation; with Stop
+  /// set they meet every 100 steps at least).
   const std::atomic<int> *Stop = nullptr;
 };
 
