@@ -362,6 +362,16 @@ static Status openForWriting(std::ofstream &Out, const std::string &Path,
                        (errno ? std::string(": ") + std::strerror(errno) : ""));
 }
 
+/// Creates checkpoint directory \p Dir (and its parents) when missing.
+static Status createCheckpointDir(const std::string &Dir) {
+  std::error_code EC;
+  std::filesystem::create_directories(Dir, EC);
+  if (EC)
+    return Status::error("cannot create checkpoint directory '" + Dir +
+                         "': " + EC.message());
+  return Status::ok();
+}
+
 /// Replica 0's checks of the checkpoint directory before the first step,
 /// so that a run does not train for nothing: it can be created and written,
 /// and a run that does not resume finds no checkpoints of an earlier run
@@ -371,11 +381,7 @@ Status Trainer::Impl::prepareCheckpointDir() {
   if (Opts.CheckpointDir.empty() || !isLead())
     return Status::ok();
   const std::string &Dir = Opts.CheckpointDir;
-  std::error_code EC;
-  std::filesystem::create_directories(Dir, EC);
-  if (EC)
-    return Status::error("cannot create checkpoint directory '" + Dir +
-                         "': " + EC.message());
+  MDRT_RETURN_IF_ERROR(createCheckpointDir(Dir));
   if (!Opts.Resume) {
     auto Found = listCheckpoints(Dir);
     if (!Found.isOk())
@@ -426,11 +432,8 @@ Status Trainer::Impl::checkpoint(int64_t Step) {
     MDRT_RETURN_IF_ERROR(Exec->readVariable(I, Bufs[I].data()));
     Refs.push_back({V.Name, V.Type, Bufs[I].data()});
   }
-  std::error_code EC;
-  std::filesystem::create_directories(Opts.CheckpointDir, EC);
-  if (EC)
-    return Status::error("cannot create checkpoint directory '" +
-                         Opts.CheckpointDir + "': " + EC.message());
+  // Made before the first step; again in case it was removed since.
+  MDRT_RETURN_IF_ERROR(createCheckpointDir(Opts.CheckpointDir));
   std::string Path = Opts.CheckpointDir + "/" + checkpointFileName(Step);
   MDRT_RETURN_IF_ERROR(writeCheckpoint(Path, S, Refs));
   if (Opts.KeepCheckpoints > 0)
