@@ -1243,6 +1243,7 @@ void Executor::Impl::execSlot(Program &Prog, Slot &S, Device &Dev,
     C.Step = Step;
     C.Seed = KernelSeed;
     C.Stream = Dev.stream();
+    C.Error = &RunErrors[S.Device];
     if (KernelLock) {
       std::lock_guard<std::mutex> L(*KernelLock);
       S.Impl->run(C);
@@ -1818,15 +1819,16 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
     if (SyncErr.isOk() && !S.isOk())
       SyncErr = S;
   }
+  // The devices' own reports, cleared for the next step.
+  Status RunErr = Status::ok();
+  for (Status &S : I->RunErrors) {
+    if (RunErr.isOk())
+      RunErr = std::move(S);
+    S = Status::ok();
+  }
   MDRT_RETURN_IF_ERROR(SyncErr);
   MDRT_RETURN_IF_ERROR(ServerErr);
-  for (Status &S : I->RunErrors)
-    if (!S.isOk()) {
-      Status R = S;
-      S = Status::ok();
-      return R;
-    }
-  return Status::ok();
+  return RunErr;
 }
 
 Status Executor::readOutputs(int ProgIndex, std::vector<OutputValue> &Out) {

@@ -888,8 +888,10 @@ Status Trainer::run(TrainResult &R) {
     BatchInfo B = T.TrainIt->next(T.TrainInputs);
     if (Step == TraceFrom)
       T.Exec->setTracing(true);
-    Status Ran =
-        Pending.isOk() ? T.Exec->run(T.TrainProg, uint64_t(Step)) : Pending;
+    Status Ran = Pending.isOk()
+                     ? T.Exec->run(T.TrainProg, uint64_t(Step))
+                           .withContext("step " + std::to_string(Step + 1))
+                     : Pending;
     if (Step + 1 == TraceTo)
       T.Exec->setTracing(false);
     ++Step;

@@ -58,6 +58,17 @@ struct ExecContext {
   uint64_t Seed = 0;
   /// Device stream for asynchronous kernels (a cudaStream_t); null on CPU.
   void *Stream = nullptr;
+  /// Where a kernel reports input values it cannot compute with (a label
+  /// outside its range). The device's other kernels still run; the step
+  /// then fails with the device's first report. Null: nobody listens.
+  Status *Error = nullptr;
+
+  /// Reports \p S unless the step already failed on this device. Call it
+  /// from the kernel's calling thread, not from its worker threads.
+  void fail(Status S) const {
+    if (Error && Error->isOk())
+      *Error = std::move(S);
+  }
 };
 
 class Kernel {

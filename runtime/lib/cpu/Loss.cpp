@@ -10,6 +10,7 @@
 
 #include "CpuCommon.h"
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -43,10 +44,12 @@ KernelOr dispatchNumeric(const TensorDesc &D, const char *What, F &&Fn) {
 //===----------------------------------------------------------------------===//
 
 /// loss[i] = logsumexp(x_i) - x_i[label_i]; backprop = softmax - onehot.
+/// A label outside [0, C) fails the step (as TensorFlow's CPU kernel does),
+/// its row NaN.
 template <typename T, typename L> class SsceKernel : public Kernel {
 public:
-  SsceKernel(int64_t N, int64_t C, int Threads)
-      : N(N), C(C), Threads(Threads) {}
+  SsceKernel(std::string Name, int64_t N, int64_t C, int Threads)
+      : Name(std::move(Name)), N(N), C(C), Threads(Threads) {}
 
   void run(const ExecContext &Ctx) override {
     const T *X = static_cast<const T *>(Ctx.In[0]);
@@ -57,6 +60,7 @@ public:
     // [0, 0] logits (the factory rejects classless logits of a batch).
     if (!NC)
       return;
+    std::atomic<bool> Bad{false};
     parallelFor(N, std::max<int64_t>(1, GrainExpensive / NC), Threads,
                 [&](int64_t B, int64_t E) {
                   for (int64_t I = B; I < E; ++I) {
@@ -68,6 +72,7 @@ public:
                       Loss[I] = Nan;
                       for (int64_t J = 0; J < NC; ++J)
                         BR[J] = Nan;
+                      Bad.store(true, std::memory_order_relaxed);
                       continue;
                     }
                     T Max = XR[0];
@@ -86,9 +91,25 @@ public:
                     BR[Label] -= T(1);
                   }
                 });
+    if (Bad.load(std::memory_order_relaxed))
+      reportLabel(Ctx, Labels);
   }
 
 private:
+  /// Fails the step with the first label out of range.
+  void reportLabel(const ExecContext &Ctx, const L *Labels) const {
+    for (int64_t I = 0; I < N; ++I)
+      if (int64_t(Labels[I]) < 0 || int64_t(Labels[I]) >= C) {
+        Ctx.fail(Status::error(
+            "node '" + Name + "' (SparseSoftmaxCrossEntropy): label " +
+            std::to_string(int64_t(Labels[I])) + " of example " +
+            std::to_string(I) + " is not one of the logits' classes [0, " +
+            std::to_string(C) + ")"));
+        return;
+      }
+  }
+
+  std::string Name;
   int64_t N, C;
   int Threads;
 };
@@ -111,11 +132,15 @@ KernelOr createSsce(const KernelInfo &I) {
   int T = I.NumThreads;
   bool L64 = Lab.Type == DType::Int64;
   if (X.Type == DType::Float32)
-    return L64 ? wrap(std::make_unique<SsceKernel<float, int64_t>>(N, C, T))
-               : wrap(std::make_unique<SsceKernel<float, int32_t>>(N, C, T));
+    return L64 ? wrap(std::make_unique<SsceKernel<float, int64_t>>(I.Name, N, C,
+                                                                   T))
+               : wrap(std::make_unique<SsceKernel<float, int32_t>>(I.Name, N, C,
+                                                                   T));
   if (X.Type == DType::Float64)
-    return L64 ? wrap(std::make_unique<SsceKernel<double, int64_t>>(N, C, T))
-               : wrap(std::make_unique<SsceKernel<double, int32_t>>(N, C, T));
+    return L64 ? wrap(std::make_unique<SsceKernel<double, int64_t>>(I.Name, N,
+                                                                    C, T))
+               : wrap(std::make_unique<SsceKernel<double, int32_t>>(I.Name, N,
+                                                                    C, T));
   return typeError(I, X.Type);
 }
 

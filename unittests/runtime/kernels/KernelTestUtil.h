@@ -256,9 +256,13 @@ public:
     C.Out = OutP.data();
     C.Step = Step;
     C.Seed = Seed;
+    RunError = Status::ok();
+    C.Error = &RunError;
     Kern->run(C);
     return *this;
   }
+  /// What the last run reported through ExecContext::fail, or "".
+  std::string runError() const { return RunError.message(); }
   std::vector<double> out(unsigned I) const {
     if (I >= Out.size())
       return {};
@@ -278,6 +282,7 @@ public:
 private:
   std::unique_ptr<Kernel> Kern;
   std::vector<std::vector<uint8_t>> In, Out;
+  Status RunError;
 };
 
 /// The relative tolerance of a dtype: float32 ~1e-5, float64 1e-12.

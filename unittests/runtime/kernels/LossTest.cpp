@@ -42,10 +42,11 @@ TEST(CpuKernels, SparseSoftmaxCrossEntropy) {
                            dtypeName(L) + " N " + std::to_string(N);
         expectClose(R.out(0), Loss, T, {}, "loss " + What);
         expectClose(R.out(1), Back, T, {}, "backprop " + What);
+        EXPECT_EQ(R.runError(), "") << What;
       }
 }
 
-TEST(CpuKernels, SparseSoftmaxCrossEntropyBadLabelGivesNaNRow) {
+TEST(CpuKernels, SparseSoftmaxCrossEntropyBadLabelFailsTheStep) {
   TT X(DType::Float32, {3, 2}, {1, 2, 3, 4, 5, 6});
   TT Lab(DType::Int32, {3}, {1, 2, -1});
   OpRunner R("SparseSoftmaxCrossEntropy");
@@ -53,7 +54,14 @@ TEST(CpuKernels, SparseSoftmaxCrossEntropyBadLabelGivesNaNRow) {
       .input(Lab)
       .output(DType::Float32, {3})
       .output(DType::Float32, {3, 2})
+      .threads(2)
       .run();
+  // The first bad label is named, whichever thread saw it.
+  EXPECT_EQ(R.runError(),
+            "node 'test/SparseSoftmaxCrossEntropy' "
+            "(SparseSoftmaxCrossEntropy): label 2 of example 1 is not one of "
+            "the logits' classes [0, 2)");
+  // Its row is NaN, the others computed.
   std::vector<double> Loss = R.out(0), Back = R.out(1);
   EXPECT_FALSE(std::isnan(Loss[0]));
   EXPECT_TRUE(std::isnan(Loss[1]));
