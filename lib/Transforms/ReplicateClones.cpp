@@ -173,8 +173,11 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     CI.DeviceGroup = Ins.first->second;
     if (Ins.second) {
       S.GroupDevices.push_back(GroupDev);
-      MirrorEntries.push_back(createSpecEntry(
-          G, CI.Device, "mirrored copy " + std::to_string(CI.DeviceGroup)));
+      // MirroredStrategy creates copy g inside ops.device(d), d its
+      // device complete (job, replica, task, type, index).
+      MirrorEntries.push_back(
+          createSpecEntry(G, Cl.complete(CI.Device),
+                          "mirrored copy " + std::to_string(CI.DeviceGroup)));
     }
     S.Clones.push_back(std::move(CI));
   }
@@ -266,6 +269,17 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
 
   StackRebaser Rebaser(G, C);
   const DeviceEntry *Clone0 = S.Clones[0].Entry;
+  // A mirrored copy's stack: its complete device, and nothing outside it.
+  // The device d of MirroredStrategy's ops.device(d) is innermost and
+  // complete, so neither the variable's own device nor its scopes (nor
+  // their device functions, which keep a device of another job) change it.
+  const DeviceStack *MirrorBase = nullptr;
+  if (Mirrored) {
+    DeviceEntry Clear;
+    Clear.K = DeviceEntry::Kind::Clear;
+    Clear.Origin = "mirrored variable: its own device and scopes do not apply";
+    MirrorBase = G.pushStack(G.getRootStack(), G.createEntry(std::move(Clear)));
+  }
   std::vector<Node *> NewOrder;
   NewOrder.reserve(Orig.size() * NumClones);
 
@@ -276,10 +290,10 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     bool RoleScope = inRoleScope(*N);
     bool IsVar = N->getOp().isVariable();
     bool MirrorIt = Mirrored && IsVar && ById(ReadByClones, N);
-    // A mirrored variable keeps the clone-0 and mirror-0 entries around its
-    // scopes wherever it was created, so that copy 0 is on clone 0's device
-    // like every copy g is on its device group's.
-    if (RoleScope && !MirrorIt)
+    if (MirrorIt) {
+      N->setRequestedDevice(DeviceSpec());
+      N->setStack(G.pushStack(MirrorBase, MirrorEntries[0]));
+    } else if (RoleScope)
       N->setStack(Rebaser.rebase(N->getStack(), nullptr, nullptr));
     else if (N->getOp().is(OF_Input))
       N->setStack(Rebaser.rebase(N->getStack(), S.InputsEntry, nullptr));
@@ -301,25 +315,10 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
       Node *Copy = G.createNode(Name, N->getOp());
       Copy->attrs() = N->attrs();
       Copy->attrs().set("mirror_of", N->getName());
-      Copy->setRequestedDevice(N->getRequestedDevice());
       Copy->setLoc(N->getLoc());
       Copy->setRole(NodeRole::Variable);
       Copy->setNumOutputs(N->getNumOutputs());
-      // The copy lives on the first clone of its device group.
-      const CloneInfo *First = nullptr;
-      for (const CloneInfo &CI : S.Clones)
-        if (CI.DeviceGroup == Gp) {
-          First = &CI;
-          break;
-        }
-      // The variable's stack is [clone 0, user scopes..., mirror 0]; the
-      // copy's swaps both ends for its device group's.
-      SmallVector<const DeviceEntry *, 8> Entries = N->getStack()->entries();
-      const DeviceStack *St = G.pushStack(G.getRootStack(), First->Entry);
-      for (unsigned I = 1; I + 1 < Entries.size(); ++I)
-        St = G.pushStack(St, Entries[I]);
-      St = G.pushStack(St, MirrorEntries[Gp]);
-      Copy->setStack(St);
+      Copy->setStack(G.pushStack(MirrorBase, MirrorEntries[Gp]));
       Copies.push_back(Copy);
       S.MirrorOf[Copy] = N;
       NewOrder.push_back(Copy);
