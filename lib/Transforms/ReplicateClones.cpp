@@ -411,6 +411,8 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
           Slice->setInputs({T});
           Slice->attrs().set("index", int64_t(CI.Index));
           Slice->attrs().set("count", int64_t(NumClones));
+          // Built where the sliced node was asked to be.
+          Slice->setRequestedDevice(T.N->getRequestedDevice());
           Slice->setStack(T.N->getStack());
           Slice->setLoc(T.N->getLoc());
           Slice->setRole(NodeRole::Input);
