@@ -35,8 +35,13 @@ private:
 
 Error SpecParser::parseIndex(StringRef Field, StringRef Value,
                              std::optional<int> &Out) {
+  constexpr unsigned Max = 1u << 30;
   unsigned N;
-  if (Value.empty() || Value.getAsInteger(10, N) || N > (1u << 30))
+  if (!Value.empty() && llvm::all_of(Value, llvm::isDigit) &&
+      (Value.getAsInteger(10, N) || N > Max))
+    return fail("'" + Field + "' " + Value + " is out of range (at most " +
+                Twine(Max) + ")");
+  if (Value.empty() || Value.getAsInteger(10, N))
     return fail("'" + Field + "' must be a non-negative integer, got '" +
                 Value + "'");
   if (Out)

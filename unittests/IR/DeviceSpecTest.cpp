@@ -267,8 +267,12 @@ TEST(DeviceSpecTest, ErrorBadInteger) {
             "device '/gpu:one'");
   // Too large to be an index.
   EXPECT_EQ(parseError("/task:99999999999999999999"),
-            "'task' must be a non-negative integer, got "
-            "'99999999999999999999' in device '/task:99999999999999999999'");
+            "'task' 99999999999999999999 is out of range (at most "
+            "1073741824) in device '/task:99999999999999999999'");
+  EXPECT_EQ(parseError("/gpu:1073741825"),
+            "'device index' 1073741825 is out of range (at most 1073741824) "
+            "in device '/gpu:1073741825'");
+  EXPECT_EQ(parseError("/gpu:1073741824"), "<no error>");
 }
 
 TEST(DeviceSpecTest, ErrorFieldGivenTwice) {
