@@ -368,8 +368,6 @@ public:
 
   int64_t inElements() const { return InElems; }
   int64_t outElements() const { return OutElems; }
-  /// The number of elements summed into each output.
-  int64_t reducedCount() const { return OutElems ? InElems / OutElems : 0; }
 
 private:
   struct Step {

@@ -12,8 +12,10 @@
 
 #include "CpuCommon.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 using namespace mdrt;
 using namespace mdrt::cpu;
@@ -212,16 +214,30 @@ public:
   ReduceKernel(const ReduceSpec &S, int Threads) : IsMean(S.IsMean) {
     R.init(S.Shape, S.Reduced, Threads);
     Scale = S.Scale;
+    for (size_t K = 0; K < S.Shape.size(); ++K)
+      if (S.Reduced[K])
+        Count *= S.Shape[K];
   }
   void run(const ExecContext &C) override {
-    R.run(static_cast<const T *>(C.In[0]), static_cast<T *>(C.Out[0]), Scale,
-          IsMean ? R.reducedCount() : 0);
+    T *Out = static_cast<T *>(C.Out[0]);
+    if (IsMean && !Count) {
+      // The mean of nothing is 0 / 0 (TensorFlow's and the GPU's NaN);
+      // integers have no NaN and give 0.
+      T V = T(0);
+      if constexpr (std::is_floating_point<T>::value)
+        V = std::numeric_limits<T>::quiet_NaN();
+      std::fill(Out, Out + R.outElements(), V);
+      return;
+    }
+    R.run(static_cast<const T *>(C.In[0]), Out, Scale, IsMean ? Count : 0);
   }
 
 private:
   Reducer<T> R;
   bool IsMean;
   double Scale;
+  /// Elements each output sums: the product of the reduced dimensions.
+  int64_t Count = 1;
 };
 
 KernelOr makeReduce(const KernelInfo &I, const ReduceSpec &S, bool FloatOnly) {

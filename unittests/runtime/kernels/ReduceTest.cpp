@@ -103,6 +103,39 @@ TEST(CpuKernels, SumOverAxes) { checkReduce(false); }
 
 TEST(CpuKernels, MeanOverAxes) { checkReduce(true); }
 
+TEST(CpuKernels, SumAndMeanOfNothing) {
+  // Reduced dimensions of size 0: a sum of nothing is 0, a mean 0 / 0,
+  // NaN for floats as in TensorFlow and on the GPU (it was 0), 0 for
+  // integers. Kept dimensions of size 0 have no output.
+  struct Case {
+    Shape S;
+    std::vector<int64_t> Axes;
+    Shape Out;
+  };
+  for (const Case &C : {Case{{0}, {}, {}}, Case{{3, 0}, {1}, {3}},
+                        Case{{0, 4}, {0}, {4}}, Case{{0, 4}, {1}, {0}}})
+    for (DType T : NumericTypes)
+      for (bool IsMean : {false, true}) {
+        OpRunner R(IsMean ? "Mean" : "Sum");
+        R.attr("axes", C.Axes)
+            .input(TT(T, C.S, {}))
+            .output(T, C.Out)
+            .threads(2)
+            .run();
+        std::vector<double> Got = R.out(0);
+        std::string What = std::string(IsMean ? "Mean " : "Sum ") +
+                           dtypeName(T) + " of " + std::to_string(C.S.size()) +
+                           " dims, " + std::to_string(Got.size()) + " out";
+        ASSERT_EQ(int64_t(Got.size()), numElements(C.Out)) << What;
+        for (double V : Got) {
+          if (IsMean && isFloat(T))
+            EXPECT_TRUE(std::isnan(V)) << What;
+          else
+            EXPECT_EQ(V, 0.0) << What;
+        }
+      }
+}
+
 TEST(CpuKernels, SumSingleThreadMatchesTwoThreads) {
   Rng G;
   TT X = G.tensor(DType::Float64, {5000, 64});
