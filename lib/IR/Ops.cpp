@@ -901,6 +901,13 @@ static Error gradSSCE(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
 
 static Error gradLogLoss(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                          MutableArrayRef<TensorRef> DX) {
+  // TensorFlow differentiates the labels too; mdplan has no kernel for
+  // that, and dropping it would leave their variables untrained unnoticed.
+  if (B.needs(1))
+    return F.error("its labels '" + F.getInput(1).N->getName() +
+                   "' depend on a trainable variable, and mdplan has no "
+                   "gradient of LogLoss for its labels (only for its "
+                   "predictions)");
   DX[0] = B.out(OpKind::LogLossGrad, {F.getInput(0), F.getInput(1), DY[0]},
                 attrs({{"epsilon", F.attrs().getFloat("epsilon")}}));
   return Error::success();
