@@ -182,13 +182,15 @@ MDRT_CPU_CLONES void maxPoolGradImage(const PoolGeometry P, const T *X,
             continue;
           const int32_t Pix = int32_t(Ih * W + Iw);
           const T *XP = X + Pix * C;
+          // From -infinity, as the forward: a NaN never wins, so dy goes
+          // to the pixel the forward took (the first one when none is
+          // above -infinity).
           if (First) {
             for (int64_t Cc = C0; Cc < C1; ++Cc) {
-              Best[Cc] = XP[Cc];
+              Best[Cc] = -std::numeric_limits<T>::infinity();
               Arg[Cc] = Pix;
             }
             First = false;
-            continue;
           }
           for (int64_t Cc = C0; Cc < C1; ++Cc) {
             bool Gt = XP[Cc] > Best[Cc];

@@ -77,12 +77,14 @@ MDRT_HOST_DEVICE inline T maxPoolAt(const WindowAs<Idx> &G, const T *X, Idx I) {
 }
 
 /// The input pixel (Ih * W + Iw) holding the first maximum of window
-/// (Oh, Ow) in channel Cc, or -1 for a window of padding only.
+/// (Oh, Ow) in channel Cc, or -1 for a window of padding only. From
+/// -infinity, as maxPoolAt: a NaN never wins (the window's first pixel
+/// when none is above -infinity).
 template <typename T, typename Idx>
 MDRT_HOST_DEVICE inline Idx windowArgMax(const WindowAs<Idx> &G, const T *XImg,
                                          Idx Oh, Idx Ow, Idx Cc) {
   Idx Arg = -1;
-  T Best = T(0);
+  T Best = T(-INFINITY);
   for (Idx Kh = 0; Kh < G.KH; ++Kh) {
     Idx Ih = Oh * G.SH - G.PT + Kh;
     if (Ih < 0 || Ih >= G.H)
@@ -92,7 +94,9 @@ MDRT_HOST_DEVICE inline Idx windowArgMax(const WindowAs<Idx> &G, const T *XImg,
       if (Iw < 0 || Iw >= G.W)
         continue;
       T V = XImg[(Ih * G.W + Iw) * G.C + Cc];
-      if (Arg < 0 || V > Best) {
+      if (Arg < 0)
+        Arg = Ih * G.W + Iw;
+      if (V > Best) {
         Best = V;
         Arg = Ih * G.W + Iw;
       }

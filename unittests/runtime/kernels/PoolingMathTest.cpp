@@ -18,6 +18,7 @@
 #include "KernelTestUtil.h"
 
 #include <cstring>
+#include <limits>
 
 using namespace mdrt;
 using namespace mdrt::test;
@@ -80,7 +81,7 @@ void checkCase(const PoolCase &C, const Geometry &G, const TT &X, const TT &Dy,
   (void)C;
 }
 
-void checkPooling(bool Ties) {
+void checkPooling(bool Ties, bool NaNs = false) {
   BackendScope Scope("reference"); // The CPU's order of additions.
   Rng R(21);
   for (DType T : FloatTypes)
@@ -94,6 +95,9 @@ void checkPooling(bool Ties) {
       if (Ties) // Like ReLU outputs: many zeros, and repeated values.
         for (double &V : X.V)
           V = V < 0 ? 0 : std::round(V * 3);
+      if (NaNs) // Never a window's maximum, as in the forward.
+        for (double &V : X.V)
+          V = V < -0.6 ? std::numeric_limits<double>::quiet_NaN() : V;
       TT Dy = R.tensor(T, YS, -1, 1);
       std::vector<int64_t> K = {C.KH, C.KW}, S = {C.SH, C.SW};
       std::string Pad = C.Same ? "SAME" : "VALID";
@@ -109,7 +113,10 @@ void checkPooling(bool Ties) {
           .input(Dy)
           .output(T, XS)
           .run();
-      std::string What = std::string(dtypeName(T)) + (Ties ? " ties " : " ") +
+      std::string What = std::string(dtypeName(T)) +
+                         (Ties   ? " ties "
+                          : NaNs ? " nans "
+                                 : " ") +
                          std::to_string(C.H) + "x" + std::to_string(C.W) +
                          " k" + std::to_string(C.KH) + "x" +
                          std::to_string(C.KW) + " s" + std::to_string(C.SH) +
@@ -132,6 +139,10 @@ TEST(CudaPoolingMath, MatchesTheCpuReferenceLoops) { checkPooling(false); }
 
 TEST(CudaPoolingMath, MatchesTheCpuReferenceLoopsWithTies) {
   checkPooling(true);
+}
+
+TEST(CudaPoolingMath, MatchesTheCpuReferenceLoopsWithNaNs) {
+  checkPooling(false, true);
 }
 
 TEST(CudaPoolingMath, Int32OnlyForSmallGeometries) {
