@@ -273,9 +273,10 @@ Status Trainer::Impl::evaluate(int64_t Step,
   Status Failed;
   const double Rows = double((*It)->rows());
   std::vector<OutputValue> PadOuts;
+  const std::string Context = "evaluation after step " + std::to_string(Step);
   for (;;) {
     BatchInfo B = (*It)->next(Ptrs);
-    Failed = Exec->run(EvalProg, EvalRuns++);
+    Failed = Exec->run(EvalProg, EvalRuns++).withContext(Context);
     if (Failed.isOk())
       Failed = Exec->readOutputs(EvalProg, Outs);
     // A loss is the plan's mean over all the rows (plus terms that do not
@@ -285,7 +286,7 @@ Status Trainer::Impl::evaluate(int64_t Step,
     bool Padded = B.PaddingExample >= 0 && B.Valid > 0;
     if (Failed.isOk() && Padded) {
       (*It)->fillPadding(B, Ptrs.data());
-      Failed = Exec->run(EvalProg, EvalRuns++);
+      Failed = Exec->run(EvalProg, EvalRuns++).withContext(Context);
       if (Failed.isOk())
         Failed = Exec->readOutputs(EvalProg, PadOuts);
     }
