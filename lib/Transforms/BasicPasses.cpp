@@ -10,6 +10,8 @@
 #include "mdplan/IR/Verifier.h"
 #include "mdplan/Transforms/Pass.h"
 #include "mdplan/Transforms/PassUtils.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
 
 using namespace llvm;
 using namespace mdplan;
@@ -78,10 +80,36 @@ private:
     auto OneValue = [](const Shape &S) {
       return llvm::all_of(S.dims(), [](int64_t D) { return D == 1; });
     };
+    // A first dimension fixed at the model's batch is one per example only
+    // if it comes from the examples ([batch, -1] reshapes): a constant or
+    // variable of that length is not.
+    auto FromExamples = [](const Node *Root) {
+      SmallVector<const Node *, 16> Work{Root};
+      DenseSet<const Node *> Seen{Root};
+      while (!Work.empty()) {
+        const Node *N = Work.pop_back_val();
+        if (N->getOp().Kind == OpKind::Input)
+          return true;
+        for (const TensorRef &In : N->getInputs())
+          if (Seen.insert(In.N).second)
+            Work.push_back(In.N);
+      }
+      return false;
+    };
     for (const auto &[Name, T] : G.outputs()) {
       const Shape &S = T.type().Dims;
-      if (OneValue(S) || OnePerExample(S))
+      if (OneValue(S))
         continue;
+      if (OnePerExample(S)) {
+        if (S[0] == Shape::Unknown || FromExamples(T.N))
+          continue;
+        return makeError(G.getOutputLoc(Name),
+                         "output '" + Name + "': tensor '" + T.str() +
+                             "' has shape " + S.str() +
+                             " but does not depend on the examples (no "
+                             "Input reaches it); a named output must be one "
+                             "value ([], [1]) or one value per example");
+      }
       return makeError(G.getOutputLoc(Name),
                        "output '" + Name + "': tensor '" + T.str() +
                            "' has shape " + S.str() +
