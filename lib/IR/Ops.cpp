@@ -901,15 +901,23 @@ static Error gradSSCE(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
 
 static Error gradLogLoss(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                          MutableArrayRef<TensorRef> DX) {
-  // TensorFlow differentiates the labels too; mdplan has no kernel for
-  // that, and dropping it would leave their variables untrained unnoticed.
-  if (B.needs(1))
-    return F.error("its labels '" + F.getInput(1).N->getName() +
-                   "' depend on a trainable variable, and mdplan has no "
-                   "gradient of LogLoss for its labels (only for its "
-                   "predictions)");
-  DX[0] = B.out(OpKind::LogLossGrad, {F.getInput(0), F.getInput(1), DY[0]},
-                attrs({{"epsilon", F.attrs().getFloat("epsilon")}}));
+  TensorRef P = F.getInput(0);
+  const double Eps = F.attrs().getFloat("epsilon");
+  if (B.needs(0))
+    DX[0] = B.out(OpKind::LogLossGrad, {P, F.getInput(1), DY[0]},
+                  attrs({{"epsilon", Eps}}));
+  // The labels' (as TensorFlow's): dy (log(1 - p + eps) - log(p + eps)),
+  // which is dy (LogLoss(p, 1) - LogLoss(p, 0)).
+  if (B.needs(1)) {
+    const TensorType &T = P.type();
+    TensorRef AtOne =
+        B.out(OpKind::LogLoss, {P, B.constant(1.0, T.Elt, T.Dims)},
+              attrs({{"epsilon", Eps}}));
+    TensorRef AtZero =
+        B.out(OpKind::LogLoss, {P, B.constant(0.0, T.Elt, T.Dims)},
+              attrs({{"epsilon", Eps}}));
+    DX[1] = B.out(OpKind::Mul, {DY[0], B.out(OpKind::Sub, {AtOne, AtZero})});
+  }
   return Error::success();
 }
 

@@ -328,6 +328,24 @@ TEST(GradientCheck, Losses) {
        "\"labels\" }",
        "y",
        {4, 3}});
+  // Labels that are variables too (soft targets): TensorFlow
+  // differentiates them (mdplan dropped their gradient).
+  checkGradients({"LogLossOfVariableLabels",
+                  {{"p", {4, 3}, 0.1, 0.9}, {"labels", {4, 3}, 0, 1}},
+                  {},
+                  "node { name: \"y\" op: \"LogLoss\" input: \"p\" "
+                  "input: \"labels\" }",
+                  "y",
+                  {4, 3}});
+  // Only the labels are trained.
+  checkGradients({"LogLossOfVariableLabelsOnly",
+                  {{"labels", {4, 3}, 0, 1}},
+                  {{"p", {4, 3}, "FLOAT64", pseudoRandom(12, 5)}},
+                  "node { name: \"q\" op: \"Sigmoid\" input: \"p\" } "
+                  "node { name: \"y\" op: \"LogLoss\" input: \"q\" "
+                  "input: \"labels\" }",
+                  "y",
+                  {4, 3}});
 }
 
 TEST(GradientCheck, Convolution) {
