@@ -463,6 +463,19 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     }
   }
 
+  // What is colocated with a mirrored copy runs on the copy's device: its
+  // own device, like the variable's, no longer applies (a node that asked
+  // for the variable's device would be refused as a conflict).
+  if (Mirrored)
+    for (Node *N : NewOrder) {
+      Node *Root = N;
+      for (unsigned Hops = 0; Root->getColocateWith() && Hops < 64; ++Hops)
+        Root = Root->getColocateWith();
+      if (Root != N && !N->getRequestedDevice().empty() &&
+          (S.Mirrors.count(Root) || S.MirrorOf.count(Root)))
+        N->setRequestedDevice(DeviceSpec());
+    }
+
   G.setBatchSize(*Batch);
   G.setOrder(NewOrder);
   S.Replicated = true;
