@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -86,14 +87,16 @@ Status mdrt::checkSummable(DType Type) {
   }
 }
 
-Status ProcessGroup::agree(const Status &Local) {
+Status ProcessGroup::agree(const Status &Local, int64_t Order) {
   if (Size == 1)
     return Local;
-  int32_t Failed = Local.isOk() ? 0 : 1;
-  std::vector<int32_t> All(size_t(Size), 0);
-  MDRT_RETURN_IF_ERROR(allGather(&Failed, All.data(), sizeof(Failed)));
-  auto It = std::find(All.begin(), All.end(), 1);
-  if (It == All.end())
+  // Each process's order, or the largest value when it did not fail.
+  constexpr int64_t Ok = std::numeric_limits<int64_t>::max();
+  int64_t Mine = Local.isOk() ? Ok : std::min(Order, Ok - 1);
+  std::vector<int64_t> All(size_t(Size), Ok);
+  MDRT_RETURN_IF_ERROR(allGather(&Mine, All.data(), sizeof(Mine)));
+  auto It = std::min_element(All.begin(), All.end());
+  if (*It == Ok)
     return Status::ok();
   int Root = int(It - All.begin());
   uint64_t Len = Root == Rank ? Local.message().size() : 0;

@@ -144,9 +144,13 @@ struct Trainer::Impl {
   Status loadLatest(int64_t &Step, DataPosition &Position, bool &Found,
                     std::vector<std::vector<uint8_t>> &Values);
   Status checkAgreement(int64_t Total);
+  /// \p FailedAt orders the processes' failures (asynchronous workers
+  /// fail at different steps): the first is reported, not what it caused
+  /// on the others.
   Status readTrainOutputs(const Status &StepStatus,
                           std::vector<OutputValue> &Outs,
-                          std::vector<double> *Extra = nullptr);
+                          std::vector<double> *Extra = nullptr,
+                          int64_t FailedAt = 0);
   void metricsLine(const std::string &JSON) {
     if (Metrics.is_open()) {
       Metrics << JSON << '\n';
@@ -658,7 +662,8 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
 /// \p Extra, the same number of values on every process, is averaged too.
 Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
                                        std::vector<OutputValue> &Outs,
-                                       std::vector<double> *Extra) {
+                                       std::vector<double> *Extra,
+                                       int64_t FailedAt) {
   Status S = StepStatus;
   if (S.isOk())
     S = Exec->readOutputs(TrainProg, Outs);
@@ -686,7 +691,7 @@ Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
     }
   MDRT_RETURN_IF_ERROR(Procs->mean(All));
   if (All[0] != 0)
-    return Procs->agree(S);
+    return Procs->agree(S, FailedAt);
   size_t At = 1;
   if (Extra)
     for (double &V : *Extra)
@@ -879,6 +884,7 @@ Status Trainer::run(TrainResult &R) {
   // every worker learns of it, and it runs no more steps until then.
   const bool Async = T.Procs->size() > 1 && T.RemoteVariables;
   Status Pending = Status::ok();
+  int64_t PendingOrder = 0;
   auto LossOf = [](const std::vector<OutputValue> &Outs) {
     for (const OutputValue &V : Outs)
       if (V.Kind == fb::OutputKind::Loss && !V.Values.empty())
@@ -931,12 +937,20 @@ Status Trainer::run(TrainResult &R) {
       MDRT_RETURN_IF_ERROR(Count(Loss));
     } else {
       // This worker's own step; its printed losses are its own.
+      // The order of a failure among the workers': its step, and at one
+      // step a kernel's failure before a NaN loss (which may be the
+      // consequence of another worker's failure, through the shared
+      // variables).
       if (Pending.isOk()) {
         Pending = Ran;
         if (Pending.isOk())
           Pending = T.Exec->readOutputs(T.TrainProg, Outs);
-        if (Pending.isOk())
+        if (!Pending.isOk()) {
+          PendingOrder = 2 * Step;
+        } else {
           Pending = Count(Loss = LossOf(Outs));
+          PendingOrder = 2 * Step + 1;
+        }
       }
       // They also meet every StopCheckSteps steps, so that a stop signal
       // one of them gets reaches them all (TrainOptions::Stop).
@@ -948,7 +962,9 @@ Status Trainer::run(TrainResult &R) {
         // the sums).
         std::vector<double> Window{LossSum, double(LossCount),
                                    double(LocalStop() != 0)};
-        MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Pending, Outs, &Window));
+        // The first failure is reported, not its consequences.
+        MDRT_RETURN_IF_ERROR(
+            T.readTrainOutputs(Pending, Outs, &Window, PendingOrder));
         StopNow = Window[2] > 0;
         Loss = LossOf(Outs);
         if (LogNow && Window[1] > 0) {

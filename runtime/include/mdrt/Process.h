@@ -81,9 +81,10 @@ public:
 
   /// After work that may fail on some processes only: ok on every process
   /// when \p Local is ok on all of them; else, on every process, the error
-  /// of the lowest failing rank, prefixed with "replica R: " when the group
-  /// has more than one process. A collective operation.
-  Status agree(const Status &Local);
+  /// with the smallest \p Order (of the lowest rank among equals: by
+  /// default the lowest failing rank's), prefixed with "replica R: " when
+  /// the group has more than one process. A collective operation.
+  Status agree(const Status &Local, int64_t Order = 0);
 
   /// Sums \p Values over the processes (in rank order) and divides by
   /// size(): the mean of a per-process quantity.

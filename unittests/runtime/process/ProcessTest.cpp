@@ -190,6 +190,21 @@ TEST(ProcessTest, AgreeGivesEveryRankTheLowestFailure) {
   EXPECT_EQ(Single->agree(Status::error("alone")).message(), "alone");
 }
 
+TEST(ProcessTest, AgreeGivesTheFailureOfTheSmallestOrder) {
+  // Ranks 0, 2 and 3 fail, ordered 9, 4 and 4: rank 2's error (the lowest
+  // rank of the smallest order), whatever the ok rank passes.
+  auto Groups = createThreadProcessGroups(4);
+  std::vector<Status> Agreed(4);
+  const int64_t Orders[4] = {9, -5, 4, 4};
+  onThreads(Groups, [&](int R, ProcessGroup &G) {
+    Status Local =
+        R == 1 ? Status::ok() : Status::error("broke on " + std::to_string(R));
+    Agreed[size_t(R)] = G.agree(Local, Orders[R]);
+  });
+  for (int R = 0; R < 4; ++R)
+    EXPECT_EQ(Agreed[size_t(R)].message(), "replica 2: broke on 2");
+}
+
 TEST(ProcessTest, MessagesArriveInOrderPerTag) {
   auto Groups = createThreadProcessGroups(3);
   std::vector<std::vector<int32_t>> Got(3);
