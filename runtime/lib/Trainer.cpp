@@ -31,6 +31,22 @@ double seconds() {
       .count();
 }
 
+/// Asynchronous ps workers with a stop handler meet about every
+/// StopCheckSeconds, so that a signal one of them gets stops them all
+/// soon: after StopCheckFirstSteps steps, then as many steps as take that
+/// long at the workers' mean step time, between 1 and StopCheckMaxSteps.
+constexpr double StopCheckSeconds = 0.5;
+constexpr int64_t StopCheckFirstSteps = 10, StopCheckMaxSteps = 100;
+
+int64_t nextStopCheck(double SecondsPerStep) {
+  if (!(SecondsPerStep > 0))
+    return StopCheckMaxSteps;
+  double Steps = StopCheckSeconds / SecondsPerStep;
+  return Steps >= double(StopCheckMaxSteps)
+             ? StopCheckMaxSteps
+             : std::max<int64_t>(1, int64_t(Steps));
+}
+
 std::string fixed(double V, int Digits) {
   char Buf[64];
   snprintf(Buf, sizeof(Buf), "%.*f", Digits, V);
@@ -885,6 +901,10 @@ Status Trainer::run(TrainResult &R) {
   const bool Async = T.Procs->size() > 1 && T.RemoteVariables;
   Status Pending = Status::ok();
   int64_t PendingOrder = 0;
+  // Asynchronous workers' meetings for a stop signal: the step of the
+  // next, and the time and step of the last.
+  int64_t StopCheckAt = Step + StopCheckFirstSteps, MetAtStep = Step;
+  double MetAt = seconds();
   auto LossOf = [](const std::vector<OutputValue> &Outs) {
     for (const OutputValue &V : Outs)
       if (V.Kind == fb::OutputKind::Loss && !V.Values.empty())
@@ -937,35 +957,41 @@ Status Trainer::run(TrainResult &R) {
       MDRT_RETURN_IF_ERROR(Count(Loss));
     } else {
       // This worker's own step; its printed losses are its own.
-      // The order of a failure among the workers': its step, and at one
-      // step a kernel's failure before a NaN loss (which may be the
-      // consequence of another worker's failure, through the shared
-      // variables).
+      // The order of a failure among the workers': a step's failure (a
+      // kernel's) before any NaN loss, which may be its consequence on
+      // another worker through the shared variables (at any step of
+      // that worker's: they go at their own pace); then by step.
       if (Pending.isOk()) {
         Pending = Ran;
         if (Pending.isOk())
           Pending = T.Exec->readOutputs(T.TrainProg, Outs);
         if (!Pending.isOk()) {
-          PendingOrder = 2 * Step;
+          PendingOrder = Step;
         } else {
           Pending = Count(Loss = LossOf(Outs));
-          PendingOrder = 2 * Step + 1;
+          PendingOrder = (int64_t(1) << 62) + Step;
         }
       }
-      // They also meet every StopCheckSteps steps, so that a stop signal
-      // one of them gets reaches them all (TrainOptions::Stop).
-      constexpr int64_t StopCheckSteps = 100;
+      // With a stop handler they also meet about every StopCheckSeconds
+      // (at least every StopCheckMaxSteps steps), so that a stop signal
+      // one of them gets reaches them all soon (TrainOptions::Stop).
       if (LogNow || CheckpointNow || EvalNow || Step == Total ||
-          (O.Stop && Step % StopCheckSteps == 0)) {
-        // The meeting: this step's outputs, means over the workers, and
-        // the mean loss of the window (the ratio of the means is that of
-        // the sums).
-        std::vector<double> Window{LossSum, double(LossCount),
-                                   double(LocalStop() != 0)};
+          (O.Stop && Step >= StopCheckAt)) {
+        // The meeting: this step's outputs, means over the workers, the
+        // mean loss of the window (the ratio of the means is that of the
+        // sums), and the mean seconds per step since the last meeting.
+        double Now = seconds();
+        std::vector<double> Window{
+            LossSum, double(LossCount), double(LocalStop() != 0),
+            (Now - MetAt) / double(std::max<int64_t>(1, Step - MetAtStep))};
         // The first failure is reported, not its consequences.
         MDRT_RETURN_IF_ERROR(
             T.readTrainOutputs(Pending, Outs, &Window, PendingOrder));
         StopNow = Window[2] > 0;
+        // Every worker has the same means, so the same next meeting.
+        StopCheckAt = Step + nextStopCheck(Window[3]);
+        MetAt = Now;
+        MetAtStep = Step;
         Loss = LossOf(Outs);
         if (LogNow && Window[1] > 0) {
           LossSum = Window[0] / Window[1];

@@ -83,7 +83,8 @@ struct TrainOptions {
   /// when CheckpointDir is set (TrainResult::StoppedBy). The processes of
   /// a run stop at the same step: those of a ps-strategy run at the next
   /// step where they meet (a log, a checkpoint, an evaluation; with Stop
-  /// set they meet every 100 steps at least).
+  /// set they also meet about every half second, at least every 100
+  /// steps).
   const std::atomic<int> *Stop = nullptr;
 };
 
