@@ -327,17 +327,19 @@ Status Trainer::Impl::evaluate(int64_t Step,
     };
     for (size_t OI = 0; OI < Outs.size(); ++OI) {
       const OutputValue &O = Outs[OI];
-      if (O.Kind == fb::OutputKind::Loss) {
-        Sums[O.Name] += SumOfMean(OI);
-      } else if (O.Kind == fb::OutputKind::Metric) {
-        if (O.Values.size() > 1 || Rows == 1) {
-          // Per-example values: the padding rows do not count.
-          size_t N = std::min<size_t>(O.Values.size(), size_t(B.Valid));
-          for (size_t I = 0; I < N; ++I)
-            Sums[O.Name] += O.Values[I];
-        } else {
-          Sums[O.Name] += SumOfMean(OI);
-        }
+      if (O.Kind != fb::OutputKind::Loss && O.Kind != fb::OutputKind::Metric)
+        continue;
+      // Every process has every key, also one whose batches were all
+      // padding: the sums below are summed over the processes key by key.
+      double &Sum = Sums[O.Name];
+      if (O.Kind == fb::OutputKind::Metric &&
+          (O.Values.size() > 1 || Rows == 1)) {
+        // Per-example values: the padding rows do not count.
+        size_t N = std::min<size_t>(O.Values.size(), size_t(B.Valid));
+        for (size_t I = 0; I < N; ++I)
+          Sum += O.Values[I];
+      } else {
+        Sum += SumOfMean(OI);
       }
     }
     Total += B.Valid;
