@@ -8,7 +8,9 @@
 #include "mdplan/IR/DeployState.h"
 #include "mdplan/IR/OpRegistry.h"
 #include "mdplan/Plan/PlanEmitter.h"
+#include "mdplan/Transforms/PassUtils.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Timer.h"
 
 #include <memory>
@@ -134,6 +136,40 @@ buildEval(std::unique_ptr<Graph> G, const Graph &Train, PassContext &TrainCtx,
   return std::move(G);
 }
 
+/// mdrun reports a step's summaries and an evaluation's outputs by name,
+/// next to names of its own (docs/UserGuide.md, --metrics): two values
+/// under one name would be one lost or, in an evaluation, added together.
+static Error checkReportNames(Graph &G) {
+  StringMap<const Node *> Tags;
+  for (Node *N : reportedSummaries(G)) {
+    if (!isa(*N, OpKind::ScalarSummary))
+      continue;
+    StringRef Tag = N->attrs().getString("tag");
+    if (Tag == "step" || Tag == "loss" || Tag == "examples_per_sec")
+      return N->error("has tag '" + Tag +
+                      "', a name mdrun's step reports use for their own "
+                      "value (step, loss, examples_per_sec); choose another "
+                      "tag");
+    auto Ins = Tags.try_emplace(Tag, N);
+    if (!Ins.second) {
+      // The user's node is the one to rename (the passes' come later).
+      const Node *Other = Ins.first->second;
+      const Node *Mine = Other->getLoc().isValid() ? Other : N;
+      const Node *Then = Mine == Other ? N : Other;
+      return Mine->error("has tag '" + Tag + "', as '" + Then->getName() +
+                         "' has: a step reports one value per tag");
+    }
+  }
+  for (const auto &[Name, T] : G.outputs())
+    if (Name == "loss" || Name == "examples")
+      return makeError(G.getOutputLoc(Name),
+                       "output '" + Name +
+                           "': mdrun's evaluation reports its own value "
+                           "under that name (the loss, the number of "
+                           "examples); choose another name");
+  return Error::success();
+}
+
 Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
                                            PassContext &Ctx,
                                            const CompileOptions &Opts) {
@@ -164,6 +200,8 @@ Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
   R.Train = std::move(Model);
   if (!Full)
     return std::move(R);
+  if (Error E = checkReportNames(*R.Train))
+    return std::move(E);
   if (EvalCopy) {
     TimeRegion T(Opts.Timers.Eval);
     StringRef First = StringRef(Pipeline).split(',').first.trim();
