@@ -126,6 +126,15 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
                            "through them already (the output of "
                            "--emit=graph?); compile the model it came from, "
                            "or name the passes it still needs with --passes=");
+    // The copies this pass makes of a mirrored variable name their first:
+    // set by hand, it would start a variable from another's value.
+    if (N->getOp().isVariable() && !N->attrs().getString("mirror_of").empty())
+      return makeError(N->getLoc(),
+                       "node '" + N->getName() +
+                           "' has attribute 'mirror_of', which "
+                           "replicate-clones sets on the copies of a "
+                           "mirrored variable it makes; a model may not set "
+                           "it");
   }
   if (Error E = C.validate())
     return E;
