@@ -734,6 +734,21 @@ Error ModelBuilder::addContainer(
     SourceLoc Loc = L.at(Owner, "scope", I);
     Items.push_back({Loc.Line, Loc.Col, true, I});
   }
+  // A text file has one position per occurrence of a field, and a list
+  // (`node: [{...}, {...}]`) is one occurrence: its elements could be
+  // neither ordered nor located.
+  if (L.hasPositions())
+    for (const char *Field : {"node", "scope"}) {
+      int N = StringRef(Field) == "node" ? Nodes.size() : Scopes.size();
+      if (N && L.at(Owner, Field, N - 1).Line == L.fallback().Line &&
+          L.at(Owner, Field, N - 1).Col == L.fallback().Col)
+        return makeError(L.at(Owner, Field, 0),
+                         Twine("a list of ") + Field + "s ('" + Field +
+                             ": [...]') is not supported: write each as '" +
+                             Field +
+                             " { ... }' (mdplan creates them in the "
+                             "order written)");
+    }
   if (L.hasPositions())
     std::stable_sort(Items.begin(), Items.end(),
                      [](const Item &A, const Item &B) {
