@@ -68,9 +68,11 @@ Node *GraphBuilder::createNamed(StringRef FullName, OpKind K,
                                 ArrayRef<TensorRef> Inputs, AttrDict Attrs) {
   if (Failed)
     return nullptr;
-  if (G.lookup(FullName)) {
-    fail(makeError(Loc, "cannot create node '" + FullName +
-                            "': a node of that name already exists"));
+  if (Node *Taken = G.lookup(FullName)) {
+    // Where the user wrote the node whose name the passes need.
+    fail(makeError(Taken->getLoc().isValid() ? Taken->getLoc() : Loc,
+                   "cannot create node '" + FullName + "' (" + opDef(K).Name +
+                       "): a node of that name already exists; rename it"));
     return nullptr;
   }
   return finish(G.createNode(FullName, opDef(K)), Inputs, std::move(Attrs));

@@ -135,10 +135,10 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
   if (!Why.empty())
     return makeError(C.originOf("learning_rate"), Why);
 
-  for (StringRef Name : {"global_step", "train_op"})
-    if (G.lookup(Name))
-      return makeError("apply-optimizer: a node named '" + Name +
-                       "' exists already");
+  for (StringRef Name : {"global_step", "train_op", "global_step/AssignAdd"})
+    if (Node *Taken = G.lookup(Name))
+      return Taken->error("apply-optimizer gives a node of its own this name; "
+                          "rename this node");
 
   // global_step lives on the variables device (a chooser of its own, as
   // model_deploy calls variables_device() again for it).

@@ -90,8 +90,10 @@ Error EvalModePass::run(Graph &G, PassContext &Ctx) {
     Losses.push_back(TensorRef(N));
   std::vector<Node *> Roots;
   if (!Losses.empty()) {
-    if (G.lookup("eval_loss"))
-      return makeError("eval-mode: a node named 'eval_loss' exists already");
+    if (Node *Taken = G.lookup("eval_loss"))
+      return Taken->error(
+          "eval-mode gives the evaluation program's loss this name; rename "
+          "this node (or compile without an evaluation program: --no-eval)");
     GraphBuilder B(G);
     B.setStack(S.Clones[0].Stack);
     B.setClone(0);

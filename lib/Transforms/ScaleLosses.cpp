@@ -157,8 +157,9 @@ Error ScaleLossesPass::run(Graph &G, PassContext &Ctx) {
   GraphBuilder B(G);
   B.setStack(G.pushStack(G.getRootStack(), S.OptimizerEntry));
   B.setRole(NodeRole::Loss);
-  if (G.lookup("total_loss"))
-    return makeError("scale-losses: a node named 'total_loss' exists already");
+  if (Node *Taken = G.lookup("total_loss"))
+    return Taken->error("scale-losses gives the sum of the losses this name; "
+                        "rename this node");
   Node *Total = B.createNamed("total_loss", OpKind::AddN, SumLosses);
   if (Error E = B.takeError())
     return E;
