@@ -225,15 +225,27 @@ int64_t DeploymentConfig::globalBatchClones() const {
 }
 
 Expected<int64_t> DeploymentConfig::perCloneBatch(int64_t Default) const {
-  if (BatchPerClone)
-    return BatchPerClone;
-  if (GlobalBatch)
-    return GlobalBatch / globalBatchClones();
-  if (Default > 0)
-    return Default;
-  return makeError(DefaultOrigin,
-                   "no batch size: give --batch-per-clone or --global-batch "
-                   "(or training { batch_size } in the graph file)");
+  int64_t B = BatchPerClone ? BatchPerClone
+              : GlobalBatch ? GlobalBatch / globalBatchClones()
+              : Default > 0 ? Default
+                            : 0;
+  if (!B)
+    return makeError(DefaultOrigin,
+                     "no batch size: give --batch-per-clone or --global-batch "
+                     "(or training { batch_size } in the graph file)");
+  // A step's batch is a tensor dimension (the inputs'), held to the
+  // largest dimension a shape may have.
+  constexpr int64_t MaxBatch = int64_t(1) << 40;
+  const int64_t Clones = globalBatchClones();
+  if (B > MaxBatch / Clones)
+    return makeError(originOf({"batch_per_clone", "global_batch"}),
+                     "a batch of " + Twine(B) + " per clone" +
+                         (BatchPerClone || GlobalBatch
+                              ? ""
+                              : " (the graph's training { batch_size })") +
+                         " over " + plural(Clones, "clone") +
+                         " is above the limit of 2^40 examples a step");
+  return B;
 }
 
 std::string DeploymentConfig::workerDevice() const {
