@@ -8,6 +8,7 @@
 #include "mdplan/IR/OpRegistry.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace llvm;
@@ -33,10 +34,20 @@ private:
   void writeNode(const Node &N, bool Placed);
   StringRef instanceName(const DeviceEntry &E);
 
+  /// The regularizers the reader made from a variable's
+  /// `regularizer { l2 }` (read back, written nodes would be a model's, one
+  /// per clone): written as that again, by the variable, while no pass has
+  /// run.
+  void findRegularizers();
+
   const Graph &G;
   raw_ostream &OS;
   const WriteOptions &Opts;
   unsigned Depth = 0;
+  /// Variables with a reader-made L2 regularizer, and its scale.
+  DenseMap<const Node *, double> L2Scale;
+  /// That regularizer's nodes (left out).
+  DenseSet<const Node *> Sugar;
   DenseMap<const DeviceFunction *, std::string> Instances;
   StringSet<> UsedInstances;
   unsigned NextInstance = 0;
@@ -173,6 +184,44 @@ void Writer::writeEntry(const DeviceEntry &E) {
   }
 }
 
+void Writer::findRegularizers() {
+  // Once the passes have run, the graph is written as it is (for reading,
+  // not for compiling again: replicate-clones refuses it).
+  if (G.hasDeployState())
+    return;
+  for (const Node *R : G.collection(Collection::RegularizationLosses)) {
+    // Var/Regularizer/l2_regularizer = Mul(L2Loss(Var), scale), as
+    // ModelBuilder::addRegularizer makes it.
+    if (R->getOp().Kind != OpKind::Mul || R->getRole() != NodeRole::Variable ||
+        R->getNumInputs() != 2)
+      continue;
+    const Node *L2 = R->getInput(0).N, *Scale = R->getInput(1).N;
+    if (L2->getOp().Kind != OpKind::L2Loss || L2->getNumInputs() != 1 ||
+        Scale->getOp().Kind != OpKind::Const)
+      continue;
+    const Node *Var = L2->getInput(0).N;
+    std::string Prefix = (Var->getName() + "/Regularizer/l2_regularizer").str();
+    const Attr *Value = Scale->attrs().get("value");
+    if (!Var->getOp().isVariable() || R->getName() != Prefix ||
+        L2->getName() != Prefix + "/L2Loss" ||
+        Scale->getName() != Prefix + "/scale" || !Value ||
+        Value->kind() != AttrKind::FloatList ||
+        Value->getFloats().size() != 1 || L2Scale.count(Var))
+      continue;
+    bool Plain = true;
+    for (const Node *N : {R, L2, Scale})
+      Plain &= N->getColocateWith() == Var &&
+               N->getRole() == NodeRole::Variable &&
+               N->getStack() == Var->getStack() &&
+               N->getRequestedDevice() == Var->getRequestedDevice();
+    if (!Plain)
+      continue;
+    L2Scale[Var] = Value->getFloats()[0];
+    for (const Node *N : {R, L2, Scale})
+      Sugar.insert(N);
+  }
+}
+
 void Writer::writeNode(const Node &N, bool Placed) {
   indent() << "node {\n";
   ++Depth;
@@ -212,11 +261,18 @@ void Writer::writeNode(const Node &N, bool Placed) {
     str(N.getColocateWith()->getName());
     OS << '\n';
   }
+  auto L2 = L2Scale.find(&N);
+  if (L2 != L2Scale.end()) {
+    indent() << "variable { regularizer { l2: ";
+    Attr(L2->second).print(OS);
+    OS << " } }\n";
+  }
   --Depth;
   indent() << "}\n";
 }
 
 void Writer::write() {
+  findRegularizers();
   if (!G.getName().empty()) {
     OS << "name: ";
     str(G.getName());
@@ -226,6 +282,8 @@ void Writer::write() {
   SmallVector<const DeviceStack *, 8> Open;
   for (const auto &NP : G.nodes()) {
     const Node &N = *NP;
+    if (Sugar.count(&N))
+      continue;
     bool Placed = Opts.UseAssignedDevices && N.isPlaced();
     SmallVector<const DeviceStack *, 8> Path;
     if (!Placed)
@@ -259,6 +317,8 @@ void Writer::write() {
                                      "summary"};
   for (unsigned C = 0; C < NumCollections; ++C)
     for (const Node *N : G.collection(Collection(C))) {
+      if (Sugar.count(N))
+        continue;
       OS << Fields[C] << ": ";
       str(N->getName());
       OS << '\n';
