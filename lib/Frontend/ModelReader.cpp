@@ -20,6 +20,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/thread.h"
 
+#include <cmath>
 #include <deque>
 #include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
@@ -514,7 +515,13 @@ Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
               Set("trainable", V.trainable(), true, VL.at(V, "trainable")))
         return E;
     if (V.has_regularizer()) {
-      if (V.regularizer().l2() < 0)
+      double L2 = V.regularizer().l2();
+      if (!std::isfinite(L2))
+        return makeError(VL.at(V, "regularizer"),
+                         "l2 regularization scale must be a finite number, "
+                         "got " +
+                             Twine(std::isnan(L2) ? "nan" : "inf"));
+      if (L2 < 0)
         return makeError(VL.at(V, "regularizer"),
                          "l2 regularization scale must not be negative");
       if (V.regularizer().l2() > 0)
@@ -658,6 +665,9 @@ Error ModelBuilder::addScope(const desc::Scope &S, const Locator &L,
       auto V = convertAttr(F.arg(I), FL, F, "arg", I);
       if (!V)
         return V.takeError();
+      if (Args.has(F.arg(I).name()))
+        return makeError(FL.at(F, "arg", I),
+                         "argument '" + F.arg(I).name() + "' given twice");
       Args.set(F.arg(I).name(), std::move(*V));
     }
     auto Fn = createDeviceFunction(F.name(), Args);
