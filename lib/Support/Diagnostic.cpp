@@ -138,11 +138,16 @@ void mdplan::printErrors(Error E, raw_ostream &OS, const SourceMgr *SM,
           const char *LineEnd = P;
           while (LineEnd != End && *LineEnd != '\n')
             ++LineEnd;
-          unsigned Col = Loc.Col ? Loc.Col - 1 : 0;
-          if (P + Col > LineEnd)
-            Col = LineEnd - P;
-          SM->PrintMessage(OS, SMLoc::getFromPointer(P + Col),
-                           SourceMgr::DK_Error, LE.getMessage(), {}, {},
+          // Columns count as protobuf's do: a tab advances to the next
+          // multiple of 8. The caret goes to the byte there.
+          unsigned Want = Loc.Col ? Loc.Col - 1 : 0, Seen = 0;
+          const char *At = P;
+          while (At != LineEnd && Seen < Want) {
+            Seen = *At == '\t' ? (Seen / 8 + 1) * 8 : Seen + 1;
+            ++At;
+          }
+          SM->PrintMessage(OS, SMLoc::getFromPointer(At), SourceMgr::DK_Error,
+                           LE.getMessage(), {}, {},
                            /*ShowColors=*/false);
           return;
         }
