@@ -178,6 +178,12 @@ private:
 class TextParse {
 public:
   Error parse(StringRef Contents, StringRef File, pb::Message &M) {
+    // Protobuf's tokenizer takes ASCII outside strings: it said "syntax
+    // error: interpreting non ascii codepoint 239" at 1:1.
+    if (Contents.startswith("\xEF\xBB\xBF"))
+      return makeError(SourceLoc{File, 1, 1},
+                       "the file starts with a UTF-8 byte order mark, which "
+                       "the text format does not allow; save it without one");
     if (parseTextFast(Contents, M, MaxNesting, Fast)) {
       UsedFast = true;
       return Error::success();
