@@ -25,6 +25,7 @@
 #include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 
 using namespace llvm;
@@ -171,6 +172,34 @@ private:
   const TextLocations *Fast = nullptr;
   TextLocations::TreeId Tree = 0;
   SourceLoc Fallback;
+};
+
+/// While alive, what protobuf logs (why a binary message is invalid: a
+/// string that is not UTF-8) is kept, not printed on stderr beside the
+/// error that follows. Protobuf's handler is global: one capture at a time
+/// (the readers run on one thread).
+class ProtobufLogCapture {
+public:
+  ProtobufLogCapture() : Old(pb::SetLogHandler(&handler)) { Current = this; }
+  ~ProtobufLogCapture() {
+    pb::SetLogHandler(Old);
+    Current = nullptr;
+  }
+  /// The first sentence logged, lower-cased at its start.
+  const std::string &first() const { return First; }
+
+private:
+  static void handler(pb::LogLevel, const char *, int, const std::string &M) {
+    if (Current && Current->First.empty()) {
+      // Its first sentence (the next is advice for protobuf's users).
+      Current->First = StringRef(M).split(". ").first.rtrim(" .").str();
+      if (!Current->First.empty())
+        Current->First[0] = char(toLower(Current->First[0]));
+    }
+  }
+  static inline ProtobufLogCapture *Current = nullptr;
+  pb::LogHandler *Old;
+  std::string First;
 };
 
 /// A text file's message: read by the fast path when it can, by protobuf's
@@ -1038,11 +1067,14 @@ readModelOnThisThread(StringRef Contents, StringRef Name,
         reinterpret_cast<const uint8_t *>(Contents.data()),
         int(std::min<size_t>(Contents.size(), INT32_MAX)));
     In.SetRecursionLimit(MaxNesting);
+    ProtobufLogCapture Log;
     if (Contents.size() > size_t(INT32_MAX) || !M.ParseFromCodedStream(&In) ||
         !In.ConsumedEntireMessage())
-      return makeError(SourceLoc{File, 0, 0},
-                       "cannot parse the binary model (not a serialized "
-                       "mdplan.desc.Model)");
+      return makeError(
+          SourceLoc{File, 0, 0},
+          "cannot parse the binary model (not a serialized "
+          "mdplan.desc.Model" +
+              (Log.first().empty() ? std::string() : ": " + Log.first()) + ")");
   } else if (Error E = Text.parse(Contents, File, M)) {
     return std::move(E);
   }
