@@ -634,6 +634,13 @@ Error ModelBuilder::resolve(PendingNode &PN) {
     }
     if (Name.empty())
       return makeError(Loc(), "invalid input '" + P.input(I) + "'");
+    // A control input waits for a node, not for one of its outputs (it
+    // looked for a node named 'x:0').
+    if (Control && Colon != StringRef::npos &&
+        !lookupRelative(Name, *PN.Scopes))
+      return makeError(Loc(), "invalid input '" + P.input(I) +
+                                  "': a control input names a node, "
+                                  "'^node', not an output");
     Node *Src = lookupRelative(Name, *PN.Scopes);
     if (!Src)
       return makeError(Loc(), "node '" + N->getName() + "' reads '" + Name +

@@ -211,8 +211,12 @@ static Error shapeConst(InferContext &C) {
   const Attr *V = C.attrs().get("value");
   size_t N = V->getFloats().size();
   if (N != 1 && int64_t(N) != S.numElements())
-    return C.error("const of shape " + S.str() + " needs 1 or " +
-                   Twine(S.numElements()) + " values, got " + Twine(N));
+    return C.error(
+        "const of shape " + S.str() + " needs " +
+        (S.numElements() == 1
+             ? std::string("1 value")
+             : "1 or " + std::to_string(S.numElements()) + " values") +
+        ", got " + Twine(N));
   DType T = C.attrs().getType("dtype");
   for (double X : V->getFloats())
     if (Error E = checkIntegerValue(C, T, X, "value"))
