@@ -749,6 +749,10 @@ Error ModelBuilder::addScope(const desc::Scope &S, const Locator &L,
       E.RoleKind = NodeRole::Optimizer;
       break;
     default:
+      // A number no value has: the form of the format's other enums.
+      if (!desc::Role_IsValid(S.role()))
+        return makeError(E.Loc, "unknown role " + Twine(int(S.role())) +
+                                    " (use INPUTS, VARIABLES or OPTIMIZER)");
       return makeError(E.Loc, "a role scope needs INPUTS, VARIABLES or "
                               "OPTIMIZER");
     }
