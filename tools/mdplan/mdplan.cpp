@@ -33,7 +33,10 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
+#include <set>
 #include <sstream>
+#include <string>
+#include <tuple>
 #include <type_traits>
 
 #if defined(__GLIBC__)
@@ -458,6 +461,26 @@ static Error dumpPlan() {
 
 /// Compiles \p Model for deployment \p C and writes what --emit asks for to
 /// \p Path.
+/// Prints warnings and notes on stderr, each once: the replicas of one
+/// run compile the same model, whose warnings are the same.
+static const DiagnosticHandler &toolDiagnostics() {
+  static const DiagnosticHandler Once = [] {
+    auto Seen =
+        std::make_shared<std::set<std::tuple<int, std::string, std::string>>>();
+    DiagnosticHandler Next = DiagnosticHandler::stderrHandler();
+    return DiagnosticHandler(
+        [Seen, Next](Severity Sev, const SourceLoc &Loc, StringRef Msg) {
+          if (!Seen->emplace(int(Sev), Loc.str(), Msg.str()).second)
+            return;
+          if (Sev == Severity::Warning)
+            Next.warning(Loc, Msg);
+          else
+            Next.note(Loc, Msg);
+        });
+  }();
+  return Once;
+}
+
 static Error compileAndWrite(std::unique_ptr<Graph> Model,
                              const DeploymentConfig &C, StringRef Path) {
   if (Error E = C.validate())
@@ -487,7 +510,7 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
   if (Phases)
     CO.Timers = Phases->compileTimers();
   PassContext Ctx(C);
-  Ctx.Diags = DiagnosticHandler::stderrHandler();
+  Ctx.Diags = toolDiagnostics();
   for (const std::string &N : ExplainPlacement)
     Ctx.Explain.insert(N);
   auto Comp = compileModel(std::move(Model), Ctx, CO);
