@@ -1107,6 +1107,11 @@ static Expected<StringRef> loadFile(StringRef Path, SourceMgr *SM,
                      "cannot read file: " + MB.getError().message());
   StringRef Contents = (*MB)->getBuffer();
   if (SM) {
+    // Diagnostics find the buffer by the file's name: standard input's is
+    // "<stdin>", its locations say "-".
+    if ((*MB)->getBufferIdentifier() != Path)
+      *MB = MemoryBuffer::getMemBufferCopy(Contents, Path);
+    Contents = (*MB)->getBuffer();
     SM->AddNewSourceBuffer(std::move(*MB), SMLoc());
     return Contents;
   }
