@@ -342,17 +342,34 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
       Model.push_back(N);
       OrigNames.push_back(N->getName().str());
     }
-  // Check the clone names are free before renaming anything.
+  // Check the clone names are free before renaming anything. A model node
+  // holding one is renamed itself ('clone_0/x' to 'clone_0/clone_0/x', as
+  // TensorFlow's name scopes do), so only the others are in the way.
+  auto Renamed = [&](const Node *N) {
+    return N->getId() < Bound && !Shared(N);
+  };
   for (const CloneInfo &CI : S.Clones) {
     if (CI.Scope.empty())
       break;
     for (unsigned I = 0; I < Model.size(); ++I) {
       std::string Name = CI.Scope + OrigNames[I];
       if (Node *Old = G.lookup(Name))
-        if (Old != Model[I])
+        if (Old != Model[I] && !Renamed(Old))
           return Model[I]->error("cannot be replicated as '" + Name +
                                  "': a node of that name exists");
     }
+  }
+  // Clone 0's renames, longest name first: a node holding a name another
+  // is renamed to has a longer one, and so has been renamed already.
+  if (!S.Clones[0].Scope.empty()) {
+    std::vector<unsigned> ByLength(Model.size());
+    for (unsigned I = 0; I < Model.size(); ++I)
+      ByLength[I] = I;
+    llvm::stable_sort(ByLength, [&](unsigned A, unsigned B) {
+      return OrigNames[A].size() > OrigNames[B].size();
+    });
+    for (unsigned I : ByLength)
+      G.rename(Model[I], S.Clones[0].Scope + OrigNames[I]);
   }
 
   // Clone 0 is rewritten in place: remember what the others copy.
@@ -384,9 +401,7 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
       Node *M = Model[I];
       Node *Copy;
       if (CI.Index == 0) {
-        Copy = M;
-        if (!CI.Scope.empty())
-          G.rename(M, CI.Scope + OrigNames[I]);
+        Copy = M; // Renamed above.
       } else {
         Copy = G.createNode(CI.Scope + OrigNames[I], M->getOp());
         Copy->attrs() = M->attrs();
