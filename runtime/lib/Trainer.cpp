@@ -184,6 +184,7 @@ std::vector<FeatureRequest> Trainer::Impl::requests(int Prog,
     FeatureRequest Q;
     Q.Feature = S.Feature.empty() ? S.Name : S.Feature;
     Q.Type = S.Type.Type;
+    Q.ScaleBytes = Opts.ScaleBytes;
     Q.Shape.assign(S.Type.Shape.begin() + 1, S.Type.Shape.end());
     if (Q.Type == DType::Int32 || Q.Type == DType::Int64)
       Q.NumClasses =
@@ -246,6 +247,22 @@ Status Trainer::Impl::loadData() {
       }
     }
   }
+  // ubyte data of only 0 and 1 (labels, masks) scaled for a float input
+  // reads as 0 and 1/255: most likely not what was meant.
+  if (!Opts.Synthetic && Opts.ScaleBytes && isLead())
+    for (const FeatureRequest &Q : TrainReq) {
+      const Feature *F = TrainData->find(Q.Feature);
+      if (!F || F->Array.Type != IdxType::UInt8 ||
+          (Q.Type != DType::Float32 && Q.Type != DType::Float64))
+        continue;
+      const std::vector<uint8_t> &V = F->Array.Data;
+      if (!V.empty() &&
+          std::all_of(V.begin(), V.end(), [](uint8_t B) { return B <= 1; }))
+        Log << "note: feature '" << Q.Feature
+            << "' holds only 0 and 1 as bytes, which a float input reads "
+               "as 0 and 1/255 (images' x / 255); --raw-bytes reads them "
+               "unscaled\n";
+    }
   BatchOptions BO;
   BO.BatchSize = Exec->batchSize(TrainProg) * Procs->size();
   BO.NumShards = Procs->size();
@@ -647,6 +664,7 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
        hashName(std::to_string(TrainData->size()).c_str(),
                 uint64_t(EvalData ? EvalData->size() : -1))},
       {"shuffling (--no-shuffle)", Opts.Shuffle},
+      {"byte scaling (--raw-bytes)", Opts.ScaleBytes},
       {"evaluation (--no-eval, --eval-every, a test split)",
        uint64_t(Opts.Eval) | uint64_t(EvalData != nullptr) << 1 |
            uint64_t(Opts.EvalEvery) << 2},

@@ -252,6 +252,10 @@ static int mdrunMain(int argc, char **argv) {
        }},
       {"no-shuffle", nullptr, "keep the dataset's order",
        [&](const std::string &) { return !(T.Shuffle = false); }},
+      {"raw-bytes", nullptr,
+       "feed ubyte data to float inputs unscaled (default x / 255, as for "
+       "images)",
+       [&](const std::string &) { return !(T.ScaleBytes = false); }},
       {"log-every", "N", "log the loss every N steps (100; 0 never)",
        [&](const std::string &V) { return parseInt(V, T.LogEvery, 0); }},
       {"eval-every", "N", "evaluate every N steps (each epoch)",

@@ -49,6 +49,9 @@ struct TrainOptions {
   uint64_t Seed = 1;
   bool Shuffle = true;
   int Prefetch = 2;
+  /// ubyte data fed to float inputs as x / 255 (images); false: unscaled
+  /// (mdrun --raw-bytes).
+  bool ScaleBytes = true;
   ExecutorOptions Exec;
 
   /// Log the loss every N steps (0: never).
