@@ -48,8 +48,40 @@ int64_t nextStopCheck(double SecondsPerStep) {
 }
 
 std::string fixed(double V, int Digits) {
-  char Buf[64];
+  if (!std::isfinite(V))
+    return std::isnan(V) ? "nan" : V > 0 ? "inf" : "-inf";
+  char Buf[512]; // %f of 1e308 has 309 digits.
   snprintf(Buf, sizeof(Buf), "%.*f", Digits, V);
+  return Buf;
+}
+
+/// \p S as a JSON string: quoted, with quotes, backslashes and control
+/// characters escaped (summary tags and output names may hold any).
+std::string jsonString(const std::string &S) {
+  std::string R = "\"";
+  for (char C : S) {
+    if (C == '"' || C == '\\') {
+      R += '\\';
+      R += C;
+    } else if (uint8_t(C) < 0x20) {
+      char Buf[8];
+      snprintf(Buf, sizeof(Buf), "\\u%04x", unsigned(uint8_t(C)));
+      R += Buf;
+    } else {
+      R += C;
+    }
+  }
+  return R + '"';
+}
+
+/// \p V as a JSON number with 9 significant digits (a float32's round
+/// trip; 6 fixed decimals made 1e-7 zero), null when not finite (JSON has
+/// no NaN or infinity).
+std::string jsonNumber(double V) {
+  if (!std::isfinite(V))
+    return "null";
+  char Buf[64];
+  snprintf(Buf, sizeof(Buf), "%.9g", V);
   return Buf;
 }
 
@@ -383,10 +415,18 @@ Status Trainer::Impl::evaluate(int64_t Step,
                      ",\"eval_examples\":" + std::to_string(Total);
   for (auto &[K, V] : Out) {
     Line += " " + K + " " + formatEvalValue(K, V);
-    JSON += ",\"eval_" + K + "\":" + fixed(V, 6);
+    JSON += "," + jsonString("eval_" + K) + ":" + jsonNumber(V);
   }
   Log << Line << " (" << Total << " examples)" << std::endl;
   metricsLine(JSON + "}");
+  // As a training loss that is not finite, after the line that shows it
+  // (one training step could make the weights infinite, and the run ended
+  // well with a test loss of -nan).
+  if (auto L = Out.find("loss"); L != Out.end() && !std::isfinite(L->second))
+    return Status::error(
+        "the evaluation loss is " +
+        std::string(std::isnan(L->second) ? "NaN" : "infinite") +
+        " after step " + std::to_string(Step) + " (lower the learning rate?)");
   return Status::ok();
 }
 
@@ -883,7 +923,10 @@ Status Trainer::run(TrainResult &R) {
         << " steps per epoch)" << std::endl;
 
   std::vector<OutputValue> Outs;
-  double Start = seconds(), LastLog = Start;
+  // The log window's start (its rate), and the bar's last redraw (it
+  // redrew the window's start, so a log line's rate was over the time
+  // since the last redraw).
+  double Start = seconds(), LastLog = Start, LastBar = Start;
   int64_t LastLogStep = Step, Examples = 0;
   double LossSum = 0;
   int64_t LossCount = 0;
@@ -1023,9 +1066,9 @@ Status Trainer::run(TrainResult &R) {
     std::string SummaryJSON;
     for (const OutputValue &V : Outs)
       if (V.Kind == fb::OutputKind::Summary && !V.Values.empty())
-        SummaryJSON += ",\"" + V.Name + "\":" + fixed(V.Values[0], 6);
+        SummaryJSON += "," + jsonString(V.Name) + ":" + jsonNumber(V.Values[0]);
     R.LastLoss = Loss;
-    if (T.ProgressBar && (Now - LastLog > 0.25 || Step == Total)) {
+    if (T.ProgressBar && (Now - LastBar > 0.25 || Step == Total)) {
       double Rate = double(Examples) / std::max(Now - Start, 1e-9);
       double Eta = double(Total - Step) * double(Batch) / std::max(Rate, 1e-9);
       int Width = 24, Filled = int(Width * double(Step) / double(Total));
@@ -1036,8 +1079,7 @@ Status Trainer::run(TrainResult &R) {
                    std::string(Width - Filled, ' ').c_str(), Step, Total,
                    LossSum / double(LossCount), Rate, duration(Eta).c_str());
       std::fflush(stderr);
-      if (!LogNow)
-        LastLog = Now;
+      LastBar = Now;
     }
     if (LogNow) {
       double Rate = double(Batch) * double(Step - LastLogStep) /
@@ -1049,8 +1091,8 @@ Status Trainer::run(TrainResult &R) {
             << fixed(LossSum / double(LossCount), 4) << " (" << fixed(Rate, 0)
             << " examples/s)" << std::endl;
       T.metricsLine("{\"step\":" + std::to_string(Step) +
-                    ",\"loss\":" + fixed(LossSum / double(LossCount), 6) +
-                    ",\"examples_per_sec\":" + fixed(Rate, 1) + SummaryJSON +
+                    ",\"loss\":" + jsonNumber(LossSum / double(LossCount)) +
+                    ",\"examples_per_sec\":" + jsonNumber(Rate) + SummaryJSON +
                     "}");
       LastLog = Now;
       LastLogStep = Step;
