@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cinttypes>
 #include <climits>
 #include <cmath>
 #include <csignal>
@@ -154,28 +155,32 @@ int printCheckpoint(const std::string &Path) {
   for (const CheckpointTensor &T : C->Tensors) {
     std::cout << "tensor " << T.Name << ' ' << T.Desc.str() << " =";
     size_t N = size_t(T.Desc.numElements());
+    // Each value exactly: floats with the digits that read back to them
+    // (9 for float32, 17 for float64), integers as integers.
+    const uint8_t *P = T.Data.data();
     for (size_t I = 0; I < N; ++I) {
-      double V = 0;
-      const uint8_t *P = T.Data.data();
+      char Buf[40];
       switch (T.Desc.Type) {
       case DType::Float32:
-        V = reinterpret_cast<const float *>(P)[I];
+        snprintf(Buf, sizeof(Buf), " %.9g",
+                 double(reinterpret_cast<const float *>(P)[I]));
         break;
       case DType::Float64:
-        V = reinterpret_cast<const double *>(P)[I];
+        snprintf(Buf, sizeof(Buf), " %.17g",
+                 reinterpret_cast<const double *>(P)[I]);
         break;
       case DType::Int32:
-        V = reinterpret_cast<const int32_t *>(P)[I];
+        snprintf(Buf, sizeof(Buf), " %" PRId32,
+                 reinterpret_cast<const int32_t *>(P)[I]);
         break;
       case DType::Int64:
-        V = double(reinterpret_cast<const int64_t *>(P)[I]);
+        snprintf(Buf, sizeof(Buf), " %" PRId64,
+                 reinterpret_cast<const int64_t *>(P)[I]);
         break;
       default:
-        V = P[I];
+        snprintf(Buf, sizeof(Buf), " %u", unsigned(P[I]));
         break;
       }
-      char Buf[32];
-      snprintf(Buf, sizeof(Buf), " %.9g", V);
       std::cout << Buf;
     }
     std::cout << '\n';
