@@ -250,9 +250,20 @@ Status Trainer::Impl::loadData() {
     std::vector<std::string> Features;
     for (const FeatureRequest &Q : TrainReq)
       Features.push_back(Q.Feature);
+    // A split of no examples, named by its files (the batches said "an
+    // empty dataset", the test split's only after training).
+    auto NoExamples = [](const Dataset &D, const char *Split) {
+      std::string Files;
+      for (const Feature &F : D.features())
+        Files += (Files.empty() ? "" : ", ") + F.Source;
+      return Status::error("the '" + std::string(Split) +
+                           "' split has no examples (" + Files + ")");
+    };
     auto D = Dataset::load(Opts.DataDir, "train", Features);
     if (!D.isOk())
       return D.status().withContext("training data");
+    if (D->size() == 0 && !D->features().empty())
+      return NoExamples(*D, "train").withContext("training data");
     TrainData = std::make_shared<Dataset>(D.take());
     if (EvalProg >= 0 && Opts.Eval) {
       std::vector<std::string> EvalFeatures;
@@ -275,6 +286,8 @@ Status Trainer::Impl::loadData() {
         auto E = Dataset::load(Opts.DataDir, "t10k", EvalFeatures);
         if (!E.isOk())
           return E.status().withContext("evaluation data");
+        if (E->size() == 0 && !E->features().empty())
+          return NoExamples(*E, "t10k").withContext("evaluation data");
         EvalData = std::make_shared<Dataset>(E.take());
       }
     }
