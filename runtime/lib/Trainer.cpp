@@ -247,9 +247,16 @@ Status Trainer::Impl::loadData() {
       EvalData = std::make_shared<Dataset>(E.take());
     }
   } else {
-    std::vector<std::string> Features;
-    for (const FeatureRequest &Q : TrainReq)
-      Features.push_back(Q.Feature);
+    // Each feature once: two inputs may read one (an autoencoder's input
+    // and target), which load took for a feature given twice.
+    auto FeaturesOf = [](const std::vector<FeatureRequest> &Req) {
+      std::vector<std::string> R;
+      for (const FeatureRequest &Q : Req)
+        if (std::find(R.begin(), R.end(), Q.Feature) == R.end())
+          R.push_back(Q.Feature);
+      return R;
+    };
+    std::vector<std::string> Features = FeaturesOf(TrainReq);
     // A split of no examples, named by its files (the batches said "an
     // empty dataset", the test split's only after training).
     auto NoExamples = [](const Dataset &D, const char *Split) {
@@ -266,9 +273,7 @@ Status Trainer::Impl::loadData() {
       return NoExamples(*D, "train").withContext("training data");
     TrainData = std::make_shared<Dataset>(D.take());
     if (EvalProg >= 0 && Opts.Eval) {
-      std::vector<std::string> EvalFeatures;
-      for (const FeatureRequest &Q : EvalReq)
-        EvalFeatures.push_back(Q.Feature);
+      std::vector<std::string> EvalFeatures = FeaturesOf(EvalReq);
       // A directory without a test split trains without evaluating; a
       // split that is there but damaged or incomplete is an error.
       auto Present = hasSplitFiles(Opts.DataDir, "t10k");
