@@ -1082,9 +1082,23 @@ Status Trainer::run(TrainResult &R) {
     }
     double Now = seconds();
     std::string SummaryJSON;
-    for (const OutputValue &V : Outs)
-      if (V.Kind == fb::OutputKind::Summary && !V.Values.empty())
+    for (const OutputValue &V : Outs) {
+      if (V.Values.empty())
+        continue;
+      if (V.Kind == fb::OutputKind::Summary) {
         SummaryJSON += "," + jsonString(V.Name) + ":" + jsonNumber(V.Values[0]);
+      } else if (V.Kind == fb::OutputKind::Histogram) {
+        // The values' range and mean (Ops.md, HistogramSummary).
+        auto [Min, Max] = std::minmax_element(V.Values.begin(), V.Values.end());
+        double Sum = 0;
+        for (double X : V.Values)
+          Sum += X;
+        SummaryJSON +=
+            "," + jsonString(V.Name) + ":{\"min\":" + jsonNumber(*Min) +
+            ",\"max\":" + jsonNumber(*Max) +
+            ",\"mean\":" + jsonNumber(Sum / double(V.Values.size())) + "}";
+      }
+    }
     R.LastLoss = Loss;
     if (T.ProgressBar && (Now - LastBar > 0.25 || Step == Total)) {
       double Rate = double(Examples) / std::max(Now - Start, 1e-9);
