@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <unistd.h>
@@ -955,6 +956,19 @@ Status Trainer::run(TrainResult &R) {
   };
   bool StopNow = false;
   // The trace of the steps traced up to \p Last, the run's last step.
+  // A run that fails still writes the trace it recorded (the file was
+  // left empty, not JSON).
+  bool Written = false;
+  struct OnExit {
+    std::function<void()> F;
+    ~OnExit() { F(); }
+  } TraceOnFailure{[&] {
+    if (Written || O.TracePath.empty() || !T.TraceOut.is_open())
+      return;
+    T.Exec->setTracing(false);
+    T.Exec->writeTrace(T.TraceOut);
+    T.TraceOut.close();
+  }};
   auto WriteTrace = [&](int64_t Last) {
     if (O.TracePath.empty())
       return Status::ok();
@@ -964,6 +978,7 @@ Status Trainer::run(TrainResult &R) {
     Trace.close();
     if (!Trace)
       return Status::error("cannot write trace '" + O.TracePath + "'");
+    Written = true;
     if (TraceFrom >= Last)
       // Not "steps 2 to 1": the run ended before the traced steps.
       T.Log << "note: the trace written to " << O.TracePath
