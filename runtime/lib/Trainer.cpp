@@ -326,10 +326,14 @@ Status Trainer::Impl::loadData() {
     return It.status().withContext("training data");
   TrainIt = It.take();
   if (EvalData) {
-    // Check the evaluation inputs now rather than at the first evaluation.
+    // Check the evaluation inputs now rather than at the first evaluation,
+    // and its prefetched batches' memory (each evaluation allocates them).
     for (const FeatureRequest &Q : EvalReq)
       MDRT_RETURN_IF_ERROR(
           EvalData->checkRequest(Q).withContext("evaluation data"));
+    MDRT_RETURN_IF_ERROR(BatchIterator::checkPrefetch(
+                             EvalReq, Exec->batchSize(EvalProg), Opts.Prefetch)
+                             .withContext("evaluation data"));
   }
   return Status::ok();
 }

@@ -276,6 +276,11 @@ public:
   create(std::shared_ptr<const Dataset> Data,
          std::vector<FeatureRequest> Requests, const BatchOptions &Options);
 
+  /// Whether \p Prefetch batches of \p Rows rows of \p Requests fit in
+  /// memory (what create() checks before it allocates them).
+  static Status checkPrefetch(const std::vector<FeatureRequest> &Requests,
+                              int64_t Rows, int Prefetch);
+
   ~BatchIterator();
   BatchIterator(const BatchIterator &) = delete;
   BatchIterator &operator=(const BatchIterator &) = delete;

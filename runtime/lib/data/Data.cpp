@@ -1005,26 +1005,11 @@ public:
   Status startWorker() {
     // The slots' memory, checked before any is allocated: a deep prefetch
     // of large batches is a user's mistake, not an internal error.
-    uint64_t BatchBytes = 0, Total = 0;
-    for (const FeatureRequest &R : Requests)
-      BatchBytes += uint64_t(rows()) * uint64_t(R.exampleBytes());
+    MDRT_RETURN_IF_ERROR(checkPrefetch(Requests, rows(), Opts.Prefetch));
     auto CannotAllocate = [&](const std::string &Why) {
-      return Status::error(
-          "cannot allocate " + std::to_string(Opts.Prefetch) +
-          " prefetched batches of " + std::to_string(BatchBytes) + " bytes" +
-          (Total ? " (" + std::to_string(Total) + " bytes)" : std::string()) +
-          Why);
+      return Status::error("cannot allocate " + std::to_string(Opts.Prefetch) +
+                           " prefetched batches" + Why);
     };
-    if (__builtin_mul_overflow(BatchBytes + sizeof(Slot),
-                               uint64_t(Opts.Prefetch), &Total) ||
-        Total > uint64_t(PTRDIFF_MAX)) {
-      Total = 0; // Not a number worth printing.
-      return CannotAllocate(": more than 2^63 bytes");
-    }
-    // More than the process may have would be killed for it, not refused.
-    if (uint64_t Limit = memoryLimit(); Limit && Total > Limit)
-      return CannotAllocate(": more than the machine's memory (" +
-                            std::to_string(Limit) + " bytes)");
     try {
       Slots.resize(size_t(Opts.Prefetch));
       for (size_t S = 0; S < Slots.size(); ++S) {
@@ -1091,6 +1076,33 @@ public:
     return Status::ok();
   }
 };
+
+Status BatchIterator::checkPrefetch(const std::vector<FeatureRequest> &Requests,
+                                    int64_t Rows, int Prefetch) {
+  uint64_t BatchBytes = 0, Total = 0;
+  for (const FeatureRequest &R : Requests)
+    BatchBytes += uint64_t(Rows) * uint64_t(R.exampleBytes());
+  auto CannotAllocate = [&](const std::string &Why) {
+    return Status::error(
+        "cannot allocate " + std::to_string(Prefetch) +
+        " prefetched batches of " + std::to_string(BatchBytes) + " bytes" +
+        (Total ? " (" + std::to_string(Total) + " bytes)" : std::string()) +
+        Why);
+  };
+  // Each slot's own bookkeeping counts too.
+  constexpr uint64_t SlotBytes = 128;
+  if (__builtin_mul_overflow(BatchBytes + SlotBytes, uint64_t(Prefetch),
+                             &Total) ||
+      Total > uint64_t(PTRDIFF_MAX)) {
+    Total = 0; // Not a number worth printing.
+    return CannotAllocate(": more than 2^63 bytes");
+  }
+  // More than the process may have would be killed for it, not refused.
+  if (uint64_t Limit = memoryLimit(); Limit && Total > Limit)
+    return CannotAllocate(": more than the machine's memory (" +
+                          std::to_string(Limit) + " bytes)");
+  return Status::ok();
+}
 
 StatusOr<std::unique_ptr<BatchIterator>>
 BatchIterator::create(std::shared_ptr<const Dataset> Data,
