@@ -228,16 +228,20 @@ static int mdrunMain(int argc, char **argv) {
   std::ostream &Err = launcherRank() <= 0 ? errorStream() : NoErrors;
   TrainOptions T;
   std::string PlanPath, PrintCheckpoint;
-  bool DumpPlan = false, Help = false, Quiet = false, KeepGiven = false;
+  bool DumpPlan = false, Help = false, Quiet = false, KeepGiven = false,
+       SyntheticExamplesGiven = false;
   int64_t I64 = 0;
   std::vector<Option> Opts = {
       {"data", "DIR", "IDX dataset directory (train and t10k splits)",
        [&](const std::string &V) { return !(T.DataDir = V).empty(); }},
       {"synthetic", nullptr, "random data of the plan's shapes",
        [&](const std::string &) { return T.Synthetic = true; }},
-      {"synthetic-examples", "N", "examples of synthetic data (60000)",
+      {"synthetic-examples", "N",
+       "examples of synthetic data (60000; at most 4294967295)",
        [&](const std::string &V) {
-         return parseInt(V, T.SyntheticExamples, 1);
+         SyntheticExamplesGiven = true;
+         // An IDX dimension: at most 2^32 - 1.
+         return parseInt(V, T.SyntheticExamples, 1, int64_t(UINT32_MAX));
        }},
       {"steps", "N", "training steps",
        [&](const std::string &V) { return parseInt(V, T.Steps, 1); }},
@@ -412,6 +416,8 @@ static int mdrunMain(int argc, char **argv) {
     Misuse = "no data: give --data=DIR or --synthetic";
   else if (!T.Eval && T.EvalEvery > 0)
     Misuse = "give --eval-every or --no-eval, not both";
+  else if (SyntheticExamplesGiven && !T.Synthetic)
+    Misuse = "--synthetic-examples needs --synthetic";
   else if (T.CheckpointDir.empty() && T.CheckpointEvery > 0)
     Misuse = "--checkpoint-every needs --checkpoint-dir";
   else if (T.CheckpointDir.empty() && KeepGiven)
