@@ -812,17 +812,22 @@ Status Dataset::checkRequest(const FeatureRequest &R) const {
       R.Type == DType::Int32 ? double(INT32_MAX) + 1 : 9223372036854775808.0;
   int64_t PerExample = F->exampleElements();
   int64_t Total = F->Array.numElements();
+  // The message only for the value that fails (made for every value, it
+  // was most of the time of a check).
+  auto Where = [&](double V, int64_t I) {
+    return "value " + formatValue(V) + " of example " +
+           std::to_string(I / PerExample);
+  };
   for (int64_t I = 0; I < Total; ++I) {
     double V = elementAsDouble(F->Array, I);
-    std::string Where = "value " + formatValue(V) + " of example " +
-                        std::to_string(I / PerExample);
     if (CheckInt &&
         (!std::isfinite(V) || V != std::floor(V) || V < Lo || V >= HiExclusive))
-      return Status::error(What + ": " + Where + " does not fit " +
+      return Status::error(What + ": " + Where(V, I) + " does not fit " +
                            dtypeName(R.Type));
     if (R.NumClasses > 0 &&
         (V != std::floor(V) || V < 0 || V >= double(R.NumClasses)))
-      return Status::error(What + ": " + Where + " is not a class in [0, " +
+      return Status::error(What + ": " + Where(V, I) +
+                           " is not a class in [0, " +
                            std::to_string(R.NumClasses) + ")");
   }
   return Status::ok();
