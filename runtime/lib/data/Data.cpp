@@ -601,6 +601,14 @@ StatusOr<std::string> mdrt::findFeatureFile(const std::string &Dir,
     if (!Middle.empty() && (Middle == Feature + "s" || Middle == Feature))
       Matches.push_back(N);
   }
+  if (Matches.empty() && Feature.find('/') != std::string::npos)
+    // An Input in a scope without a feature of its own is named after its
+    // full name, which no file in a directory can hold.
+    return Status::error("no file can hold feature " + quote(Feature) +
+                         " of split " + quote(Split) +
+                         ": a file name has no '/' (an Input in a scope "
+                         "reads the feature of its full name unless it "
+                         "names one: data { feature: \"...\" })");
   if (Matches.empty())
     return Status::error(
         "no file for feature " + quote(Feature) + " of split " + quote(Split) +
