@@ -950,6 +950,8 @@ Status Trainer::run(TrainResult &R) {
   // redrew the window's start, so a log line's rate was over the time
   // since the last redraw).
   double Start = seconds(), LastLog = Start, LastBar = Start;
+  // Seconds of the log window spent evaluating and checkpointing.
+  double Paused = 0;
   int64_t LastLogStep = Step, Examples = 0;
   double LossSum = 0;
   int64_t LossCount = 0;
@@ -1134,7 +1136,7 @@ Status Trainer::run(TrainResult &R) {
     }
     if (LogNow) {
       double Rate = double(Batch) * double(Step - LastLogStep) /
-                    std::max(Now - LastLog, 1e-9);
+                    std::max(Now - LastLog - Paused, 1e-9);
       if (T.ProgressBar)
         std::fprintf(stderr, "\r%*s\r", 90, "");
       T.Log << "step " << Step << "/" << Total << " epoch "
@@ -1147,11 +1149,15 @@ Status Trainer::run(TrainResult &R) {
                     "}");
       LastLog = Now;
       LastLogStep = Step;
+      Paused = 0;
       LossSum = 0;
       LossCount = 0;
     }
     // The evaluation before the checkpoint: a run stopped in between
     // resumes from the checkpoint before, and evaluates again.
+    // Their time is not the training's: the log window's rate leaves it
+    // out.
+    double PausedFrom = seconds();
     if (EvalNow) {
       if (T.ProgressBar)
         std::fprintf(stderr, "\r%*s\r", 90, "");
@@ -1159,6 +1165,8 @@ Status Trainer::run(TrainResult &R) {
     }
     if (CheckpointNow)
       MDRT_RETURN_IF_ERROR(T.Procs->agree(T.checkpoint(Step)));
+    if (EvalNow || CheckpointNow)
+      Paused += seconds() - PausedFrom;
     if (Step == O.KillAtStep) {
       T.Log.flush();
       std::raise(SIGKILL);
