@@ -1957,11 +1957,20 @@ void Executor::writeTrace(std::ostream &OS) const {
     return R;
   };
   OS << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  bool First = true;
+  // One trace process per process of the run, so that the traces of a
+  // run's processes load together (they were all pid 1).
+  const ProcessGroup *Procs = I->Opts.Processes;
+  const std::string P = std::to_string(Procs ? Procs->rank() + 1 : 1);
+  OS << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << P
+     << ",\"args\":{\"name\":\""
+     << Escape(Procs ? Procs->rankName(Procs->rank()) : std::string("mdrun"))
+     << "\"}}";
+  bool First = false;
   for (size_t D = 0; D < I->Devices.size(); ++D) {
     OS << (First ? "" : ",\n")
-       << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << D
-       << ",\"args\":{\"name\":\"" << Escape(I->Devices[D]->name()) << "\"}}";
+       << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << P
+       << ",\"tid\":" << D << ",\"args\":{\"name\":\""
+       << Escape(I->Devices[D]->name()) << "\"}}";
     First = false;
     for (const Impl::TraceEvent &E : I->Trace[D]) {
       const Impl::Slot &S = I->Programs[E.Program].Slots[E.Kernel];
@@ -1973,16 +1982,17 @@ void Executor::writeTrace(std::ostream &OS) const {
       OS << ",\n{\"name\":\"" << (E.Wait ? "wait for " : "")
          << Escape(S.K->name()->str()) << "\",\"cat\":\""
          << (E.Wait ? "Wait" : Escape(S.K->op()->str()))
-         << "\",\"ph\":\"X\",\"pid\":1,\"tid\":" << D << ",\"ts\":" << Buf
-         << ",\"args\":{\"program\":\"" << I->Programs[E.Program].Name
-         << "\"}}";
+         << "\",\"ph\":\"X\",\"pid\":" << P << ",\"tid\":" << D
+         << ",\"ts\":" << Buf << ",\"args\":{\"program\":\""
+         << I->Programs[E.Program].Name << "\"}}";
     }
   }
   if (I->Queue) {
     // The sums crossing processes, on the queue's thread: one track.
     size_t Tid = I->Devices.size();
     OS << (First ? "" : ",\n")
-       << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << Tid
+       << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << P
+       << ",\"tid\":" << Tid
        << ",\"args\":{\"name\":\"all-reduces across processes\"}}";
     for (const CollectiveQueue::Event &E : I->Queue->events()) {
       char Buf[128];
@@ -1990,8 +2000,9 @@ void Executor::writeTrace(std::ostream &OS) const {
                double(E.StartNs - I->TraceStart) / 1000.0,
                double(E.EndNs - E.StartNs) / 1000.0);
       OS << ",\n{\"name\":\"" << Escape(E.Label)
-         << "\",\"cat\":\"AllReduce\",\"ph\":\"X\",\"pid\":1,\"tid\":" << Tid
-         << ",\"ts\":" << Buf << ",\"args\":{\"across\":\"processes\"}}";
+         << "\",\"cat\":\"AllReduce\",\"ph\":\"X\",\"pid\":" << P
+         << ",\"tid\":" << Tid << ",\"ts\":" << Buf
+         << ",\"args\":{\"across\":\"processes\"}}";
     }
   }
   OS << "\n]}\n";
