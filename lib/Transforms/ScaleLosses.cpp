@@ -158,8 +158,11 @@ Error ScaleLossesPass::run(Graph &G, PassContext &Ctx) {
   B.setStack(G.pushStack(G.getRootStack(), S.OptimizerEntry));
   B.setRole(NodeRole::Loss);
   if (Node *Taken = G.lookup("total_loss"))
+    // Also what a graph printed after the passes (--emit=graph) holds.
     return Taken->error("scale-losses gives the sum of the losses this name; "
-                        "rename this node");
+                        "rename this node (a graph printed by --emit=graph "
+                        "after the passes has it: compile the model it came "
+                        "from)");
   Node *Total = B.createNamed("total_loss", OpKind::AddN, SumLosses);
   if (Error E = B.takeError())
     return E;
