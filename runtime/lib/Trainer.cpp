@@ -1157,7 +1157,7 @@ Status Trainer::run(TrainResult &R) {
     // resumes from the checkpoint before, and evaluates again.
     // Their time is not the training's: the log window's rate leaves it
     // out.
-    double PausedFrom = seconds();
+    const double PausedFrom = EvalNow || CheckpointNow ? seconds() : 0;
     if (EvalNow) {
       if (T.ProgressBar)
         std::fprintf(stderr, "\r%*s\r", 90, "");
