@@ -68,6 +68,8 @@ DeviceSpec ReplicaDeviceSetter::apply(const Node &N,
   return DeviceSpec::merge(WorkerDevice, Current);
 }
 
+char DeviceFunctionArgError::ID = 0;
+
 ArrayRef<StringRef> mdplan::deviceFunctionNames() {
   static const StringRef Names[] = {"ps-round-robin", "replica-device-setter"};
   return Names;
@@ -82,8 +84,8 @@ public:
   Error check(ArrayRef<StringRef> Known) {
     for (const auto &[K, V] : Args)
       if (!is_contained(Known, StringRef(K)))
-        return makeError("unknown argument '" + K + "' for device function " +
-                         Fn + " (it takes " + join(Known, ", ") + ")");
+        return argError(K, "unknown argument '" + K + "' for device function " +
+                               Fn + " (it takes " + join(Known, ", ") + ")");
     return Error::success();
   }
 
@@ -96,12 +98,12 @@ public:
                        "'");
     }
     if (A->kind() != AttrKind::Int)
-      return makeError("argument '" + Name + "' of " + Fn +
-                       " must be an integer");
+      return argError(Name, "argument '" + Name + "' of " + Fn +
+                                " must be an integer");
     if (A->getInt() < Min)
-      return makeError("argument '" + Name + "' of " + Fn +
-                       " must be at least " + Twine(Min) + ", got " +
-                       Twine(A->getInt()));
+      return argError(Name, "argument '" + Name + "' of " + Fn +
+                                " must be at least " + Twine(Min) + ", got " +
+                                Twine(A->getInt()));
     return int(A->getInt());
   }
 
@@ -110,14 +112,14 @@ public:
     std::string Text = Default.str();
     if (A) {
       if (A->kind() != AttrKind::String)
-        return makeError("argument '" + Name + "' of " + Fn +
-                         " must be a device string");
+        return argError(Name, "argument '" + Name + "' of " + Fn +
+                                  " must be a device string");
       Text = A->getString();
     }
     auto D = DeviceSpec::parse(Text);
     if (!D)
-      return makeError("argument '" + Name + "' of " + Fn + ": " +
-                       errorMessage(D.takeError()));
+      return argError(Name, "argument '" + Name + "' of " + Fn + ": " +
+                                errorMessage(D.takeError()));
     return *D;
   }
 
@@ -131,12 +133,12 @@ public:
     else if (A->kind() == AttrKind::StringList)
       Ops = A->getStrings();
     else
-      return makeError("argument '" + Name + "' of " + Fn +
-                       " must be a list of op names");
+      return argError(Name, "argument '" + Name + "' of " + Fn +
+                                " must be a list of op names");
     for (const std::string &Op : Ops)
       if (!OpRegistry::get().lookup(Op))
-        return makeError("argument '" + Name + "' of " + Fn +
-                         " names unknown op '" + Op + "'");
+        return argError(Name, "argument '" + Name + "' of " + Fn +
+                                  " names unknown op '" + Op + "'");
     return Ops;
   }
 
@@ -145,12 +147,16 @@ public:
     if (!A)
       return Default;
     if (A->kind() != AttrKind::Bool)
-      return makeError("argument '" + Name + "' of " + Fn +
-                       " must be true or false");
+      return argError(Name, "argument '" + Name + "' of " + Fn +
+                                " must be true or false");
     return A->getBool();
   }
 
 private:
+  static Error argError(StringRef Arg, const Twine &Message) {
+    return make_error<DeviceFunctionArgError>(Arg.str(), Message.str());
+  }
+
   StringRef Fn;
   const AttrDict &Args;
 };

@@ -713,8 +713,26 @@ Error ModelBuilder::addScope(const desc::Scope &S, const Locator &L,
       Args.set(F.arg(I).name(), std::move(*V));
     }
     auto Fn = createDeviceFunction(F.name(), Args);
-    if (!Fn)
-      return makeError(E.Loc, errorMessage(Fn.takeError()));
+    if (!Fn) {
+      // Point at the argument at fault, or at the name of an unknown
+      // function; a missing argument is the function's.
+      SourceLoc Loc = is_contained(deviceFunctionNames(), StringRef(F.name()))
+                          ? E.Loc
+                          : FL.at(F, "name");
+      std::string Message;
+      Error Other =
+          handleErrors(Fn.takeError(), [&](const DeviceFunctionArgError &AE) {
+            for (int I = 0, N = F.arg_size(); I != N; ++I)
+              if (F.arg(I).name() == AE.getArg()) {
+                Loc = FL.at(F, "arg", I);
+                break;
+              }
+            Message = AE.getMessage();
+          });
+      if (Other)
+        Message = errorMessage(std::move(Other));
+      return makeError(Loc, Message);
+    }
     if (!E.Instance.empty()) {
       if (DeviceFunction *Old = G.lookupFunctionInstance(E.Instance)) {
         if (Old->getName() != (*Fn)->getName() ||

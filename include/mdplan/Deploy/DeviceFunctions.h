@@ -74,8 +74,32 @@ private:
   int Next = 0;
 };
 
+/// An error about one argument a device function was given: unknown, of the
+/// wrong kind or out of range. Carries the argument's name so that a reader
+/// can point at where it was written.
+class DeviceFunctionArgError : public llvm::ErrorInfo<DeviceFunctionArgError> {
+public:
+  static char ID;
+
+  DeviceFunctionArgError(std::string Arg, std::string Message)
+      : Arg(std::move(Arg)), Message(std::move(Message)) {}
+
+  /// The argument at fault.
+  const std::string &getArg() const { return Arg; }
+  const std::string &getMessage() const { return Message; }
+
+  void log(llvm::raw_ostream &OS) const override { OS << Message; }
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+
+private:
+  std::string Arg, Message;
+};
+
 /// Creates the built-in function \p Name from \p Args. Errors name the
-/// function and the bad argument (no location; the caller adds one).
+/// function and the bad argument (no location; the caller adds one); an
+/// error about an argument that was given is a DeviceFunctionArgError.
 llvm::Expected<std::unique_ptr<DeviceFunction>>
 createDeviceFunction(llvm::StringRef Name, const AttrDict &Args);
 
