@@ -110,10 +110,13 @@ public:
       if (!Arg.empty() && to_float(Arg, V))
         return false;
     } else {
-      if (!Arg.getAsInteger(0, V))
+      // Decimal (a leading 0 is not octal: 010 is ten) or 0x hexadecimal.
+      unsigned Radix = Arg.startswith_insensitive("0x") ? 16 : 10;
+      StringRef Digits = Radix == 16 ? Arg.drop_front(2) : Arg;
+      if (!Digits.empty() && !Digits.getAsInteger(Radix, V))
         return false;
       long long Wide;
-      if (!Arg.getAsInteger(0, Wide)) {
+      if (!Digits.empty() && !Digits.getAsInteger(Radix, Wide)) {
         badFlagValues().push_back(
             ("--" + O.ArgStr + " is out of range, got " + Arg).str());
         return false;
