@@ -15,6 +15,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/ConvertUTF.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -96,6 +97,14 @@ public:
   template <typename MsgT>
   Locator nested(const MsgT &M, StringRef Name, int Index = -1) const {
     return nestedField(field(M, Name), Index);
+  }
+
+  /// The same, for a field known by its descriptor.
+  SourceLoc at(const pb::FieldDescriptor *F, int Index) const {
+    return atField(F, Index);
+  }
+  Locator nested(const pb::FieldDescriptor *F, int Index) const {
+    return nestedField(F, Index);
   }
 
   bool hasPositions() const { return T != nullptr || Fast != nullptr; }
@@ -202,6 +211,64 @@ private:
   std::string First;
 };
 
+/// The offset of the first byte of \p S that does not start or continue a
+/// valid UTF-8 sequence, or npos.
+static size_t firstBadUtf8(const std::string &S) {
+  const auto *B = reinterpret_cast<const UTF8 *>(S.data());
+  const UTF8 *P = B, *End = B + S.size();
+  while (P != End) {
+    if (*P < 0x80) {
+      ++P;
+      continue;
+    }
+    unsigned Len = getNumBytesForUTF8(*P);
+    if (Len > size_t(End - P) || !isLegalUTF8Sequence(P, P + Len))
+      return size_t(P - B);
+    P += Len;
+  }
+  return StringRef::npos;
+}
+
+/// The first string of \p M (in the file's order) that is not UTF-8, which
+/// protobuf's text parser accepts and its binary parser refuses; none of
+/// mdplan's strings may hold such bytes.
+static void findBadUtf8(const pb::Message &M, const Locator &L,
+                        std::optional<std::pair<SourceLoc, std::string>> &Bad) {
+  const pb::Reflection *R = M.GetReflection();
+  std::vector<const pb::FieldDescriptor *> Fields;
+  R->ListFields(M, &Fields);
+  for (const pb::FieldDescriptor *F : Fields) {
+    bool Rep = F->is_repeated();
+    for (int I = 0, N = Rep ? R->FieldSize(M, F) : 1; I != N; ++I) {
+      int Index = Rep ? I : -1;
+      if (F->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+        findBadUtf8(Rep ? R->GetRepeatedMessage(M, F, I) : R->GetMessage(M, F),
+                    L.nested(F, Index), Bad);
+        continue;
+      }
+      if (F->type() != pb::FieldDescriptor::TYPE_STRING)
+        continue;
+      std::string Scratch;
+      const std::string &S =
+          Rep ? R->GetRepeatedStringReference(M, F, I, &Scratch)
+              : R->GetStringReference(M, F, &Scratch);
+      size_t Offset = firstBadUtf8(S);
+      if (Offset == StringRef::npos)
+        continue;
+      SourceLoc Loc = L.at(F, Index);
+      if (Bad && std::make_pair(Bad->first.Line, Bad->first.Col) <=
+                     std::make_pair(Loc.Line, Loc.Col))
+        continue;
+      Bad.emplace(Loc, "field '" + F->name() +
+                           "' holds a string that is not "
+                           "valid UTF-8 (byte 0x" +
+                           utohexstr(uint8_t(S[Offset]), /*LowerCase=*/true) +
+                           " at offset " + std::to_string(Offset) +
+                           "); strings must be UTF-8");
+    }
+  }
+}
+
 /// A text file's message: read by the fast path when it can, by protobuf's
 /// parser otherwise (which also reports every syntax error).
 class TextParse {
@@ -231,8 +298,14 @@ public:
                            "(2 GiB); larger files must keep to the plain "
                            "form mdplan reads itself (docs/GraphFormat.md)");
     pb::io::ArrayInputStream In(Contents.data(), int(Contents.size()));
-    if (P.Parse(&In, &M))
+    if (P.Parse(&In, &M)) {
+      // The fast path takes ASCII strings only: its messages need no check.
+      std::optional<std::pair<SourceLoc, std::string>> Bad;
+      findBadUtf8(M, locator(File), Bad);
+      if (Bad)
+        return makeError(Bad->first, Bad->second);
       return Error::success();
+    }
     if (Error E = Errs.take())
       return E;
     return makeError(SourceLoc{File, 0, 0}, "syntax error");
