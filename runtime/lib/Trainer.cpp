@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace mdrt;
@@ -456,13 +457,49 @@ Status Trainer::Impl::evaluate(int64_t Step,
 /// Opens \p Path for writing into \p Out (truncating it); \p What names
 /// the file in the error.
 static Status openForWriting(std::ofstream &Out, const std::string &Path,
-                             const std::string &What) {
+                             const std::string &What,
+                             std::ios::openmode Mode = std::ios::trunc) {
   errno = 0;
-  Out.open(Path, std::ios::out | std::ios::trunc);
+  Out.open(Path, std::ios::out | Mode);
   if (Out)
     return Status::ok();
   return Status::error("cannot write " + What + " '" + Path + "'" +
                        (errno ? std::string(": ") + std::strerror(errno) : ""));
+}
+
+/// Checks that \p Path can be written without emptying it: a run refused
+/// later (a checkpoint that does not fit) leaves the earlier run's file.
+static Status checkWritable(const std::string &Path, const std::string &What) {
+  std::ofstream Out;
+  return openForWriting(Out, Path, What, std::ios::app);
+}
+
+/// The metrics file of a run that resumed at step \p Step: the earlier
+/// runs' lines of the steps up to it (what the checkpoint holds) are kept,
+/// those after it dropped (the resumed run writes them again).
+static Status openResumedMetrics(std::ofstream &Out, const std::string &Path,
+                                 int64_t Step) {
+  std::vector<std::string> Kept;
+  struct stat St;
+  if (Step > 0 && ::stat(Path.c_str(), &St) == 0 && S_ISREG(St.st_mode)) {
+    std::ifstream In(Path);
+    const std::string Prefix = "{\"step\":";
+    for (std::string Line; std::getline(In, Line);) {
+      if (Line.compare(0, Prefix.size(), Prefix) != 0)
+        continue;
+      char *End = nullptr;
+      long long S = std::strtoll(Line.c_str() + Prefix.size(), &End, 10);
+      if (End != Line.c_str() + Prefix.size() && S <= Step)
+        Kept.push_back(std::move(Line));
+    }
+  }
+  MDRT_RETURN_IF_ERROR(openForWriting(Out, Path, "metrics file"));
+  for (const std::string &Line : Kept)
+    Out << Line << '\n';
+  Out.flush();
+  if (!Out)
+    return Status::error("cannot write metrics file '" + Path + "'");
+  return Status::ok();
 }
 
 /// Creates checkpoint directory \p Dir (and its parents) when missing.
@@ -485,6 +522,14 @@ Status Trainer::Impl::prepareCheckpointDir() {
     return Status::ok();
   const std::string &Dir = Opts.CheckpointDir;
   MDRT_RETURN_IF_ERROR(createCheckpointDir(Dir));
+  // A writer killed in the middle of a checkpoint left its temporary file.
+  auto Removed = removeStaleTemporaries(Dir);
+  if (!Removed.isOk())
+    return Removed.status();
+  if (*Removed)
+    Log << "note: removed " << *Removed << " unfinished checkpoint file"
+        << (*Removed == 1 ? "" : "s") << " of a killed run from " << Dir
+        << '\n';
   if (!Opts.Resume) {
     auto Found = listCheckpoints(Dir);
     if (!Found.isOk())
@@ -527,6 +572,7 @@ Status Trainer::Impl::checkpoint(int64_t Step) {
   S.DataExamples = TrainData->size();
   S.Shuffled = Opts.Shuffle;
   S.Synthetic = Opts.Synthetic;
+  S.RawBytes = !Opts.ScaleBytes && !Opts.Synthetic;
   std::vector<std::vector<uint8_t>> Bufs(Exec->variables().size());
   std::vector<CheckpointTensorRef> Refs;
   for (size_t I = 0; I < Bufs.size(); ++I) {
@@ -562,9 +608,22 @@ Status Trainer::Impl::loadLatest(int64_t &Step, DataPosition &Position,
   std::vector<ExpectedTensor> Expected;
   for (const VariableInfo &V : Exec->variables())
     Expected.push_back({V.Name, V.Type});
-  auto C = loadCheckpoint(*Latest, Plan->plan().fingerprint(), Expected);
-  if (!C.isOk())
-    return C.status();
+  auto C = readCheckpoint(*Latest);
+  if (!C.isOk()) {
+    // A damaged latest file is not skipped (it may be the only sign of a
+    // problem), but the way back to the one before is named.
+    auto Found = listCheckpoints(Opts.CheckpointDir);
+    if (!Found.isOk() || Found->size() < 2)
+      return C.status();
+    return Status::error(
+        C.status().message() + " (remove it to resume from '" +
+        std::filesystem::path((*Found)[Found->size() - 2].second)
+            .filename()
+            .string() +
+        "', the checkpoint before)");
+  }
+  MDRT_RETURN_IF_ERROR(
+      checkCheckpoint(*C, *Latest, Plan->plan().fingerprint(), Expected));
   if (C->State.Seed != Opts.Seed)
     return Status::error("checkpoint '" + *Latest +
                          "' was written by a run "
@@ -587,6 +646,14 @@ Status Trainer::Impl::loadLatest(int64_t &Step, DataPosition &Position,
         std::to_string(C->State.DataExamples) + " training examples, not " +
         std::to_string(TrainData->size()) +
         " (resume with the same data: --data, --synthetic-examples)");
+  bool RawBytes = !Opts.ScaleBytes && !Opts.Synthetic;
+  if (C->State.DataExamples >= 0 && C->State.RawBytes != RawBytes)
+    return Status::error("checkpoint '" + *Latest +
+                         "' was written by a run that reads bytes " +
+                         (C->State.RawBytes ? "unscaled (resume with "
+                                              "--raw-bytes)"
+                                            : "scaled to [0, 1] (resume "
+                                              "without --raw-bytes)"));
   if (C->State.DataExamples >= 0 && C->State.Shuffled != Opts.Shuffle)
     return Status::error(
         "checkpoint '" + *Latest + "' was written by a run that " +
@@ -883,15 +950,13 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
                          "has no Input node), and mdrun trains on data");
   MDRT_RETURN_IF_ERROR(Impl->Exec->initialize());
   MDRT_RETURN_IF_ERROR(Impl->loadData());
-  // Before the metrics and trace files are emptied: a refused run leaves
-  // the earlier run's.
   MDRT_RETURN_IF_ERROR(Impl->prepareCheckpointDir());
+  // Checked now, emptied once the run has resumed: a refused run leaves
+  // the earlier run's files.
   if (!Opts.MetricsPath.empty() && Impl->isLead())
-    MDRT_RETURN_IF_ERROR(
-        openForWriting(Impl->Metrics, Opts.MetricsPath, "metrics file"));
+    MDRT_RETURN_IF_ERROR(checkWritable(Opts.MetricsPath, "metrics file"));
   if (!Opts.TracePath.empty())
-    MDRT_RETURN_IF_ERROR(
-        openForWriting(Impl->TraceOut, Opts.TracePath, "trace"));
+    MDRT_RETURN_IF_ERROR(checkWritable(Opts.TracePath, "trace"));
   Impl->ProgressBar =
       Impl->isLead() &&
       (Opts.Progress > 0 || (Opts.Progress < 0 && isatty(STDERR_FILENO)));
@@ -934,6 +999,14 @@ Status Trainer::run(TrainResult &R) {
   int64_t Step = 0;
   if (O.Resume)
     MDRT_RETURN_IF_ERROR(T.resume(Step));
+  {
+    Status Opened = Status::ok();
+    if (!O.MetricsPath.empty() && T.isLead())
+      Opened = openResumedMetrics(T.Metrics, O.MetricsPath, Step);
+    if (Opened.isOk() && !O.TracePath.empty())
+      Opened = openForWriting(T.TraceOut, O.TracePath, "trace");
+    MDRT_RETURN_IF_ERROR(T.Procs->agree(Opened));
+  }
   if (Step >= Total && Step > 0)
     T.Log << "note: the run resumed at step " << Step
           << ", which is not before its last (" << Total

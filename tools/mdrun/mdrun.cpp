@@ -145,13 +145,15 @@ int printCheckpoint(const std::string &Path) {
   char Hex[32];
   snprintf(Hex, sizeof(Hex), "0x%016llx",
            (unsigned long long)C->State.PlanFingerprint);
-  std::cout << "checkpoint " << Path << "\nfingerprint " << Hex << "\nstep "
-            << C->State.Step << "\ndata " << C->State.Data.str() << "\nseed "
-            << C->State.Seed << '\n';
+  std::cout << "checkpoint " << Path << "\nformat version " << C->Version
+            << "\nfingerprint " << Hex << "\nstep " << C->State.Step
+            << "\ndata " << C->State.Data.str() << "\nseed " << C->State.Seed
+            << '\n';
   if (C->State.DataExamples >= 0)
     std::cout << "training data " << C->State.DataExamples << " examples"
               << (C->State.Synthetic ? " (synthetic)" : "") << ", "
-              << (C->State.Shuffled ? "shuffled" : "in order") << '\n';
+              << (C->State.Shuffled ? "shuffled" : "in order")
+              << (C->State.RawBytes ? ", bytes unscaled" : "") << '\n';
   for (const CheckpointTensor &T : C->Tensors) {
     std::cout << "tensor " << T.Name << ' ' << T.Desc.str() << " =";
     size_t N = size_t(T.Desc.numElements());

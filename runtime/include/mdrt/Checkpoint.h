@@ -53,6 +53,9 @@ struct CheckpointState {
   int64_t DataExamples = -1;
   bool Shuffled = false;
   bool Synthetic = false;
+  /// Whether the run read its ubyte features unscaled (mdrun --raw-bytes);
+  /// false in files written before this was recorded.
+  bool RawBytes = false;
 };
 
 /// A named tensor to write; \p Data points at Desc.bytes() bytes.
@@ -71,6 +74,8 @@ struct CheckpointTensor {
 
 /// A whole checkpoint in memory.
 struct Checkpoint {
+  /// The format version of the file it was read from.
+  uint32_t Version = CheckpointFormatVersion;
   CheckpointState State;
   std::vector<CheckpointTensor> Tensors;
 
@@ -136,6 +141,11 @@ StatusOr<std::string> latestCheckpoint(const std::string &Dir);
 
 /// Removes all but the \p KeepLast checkpoints of highest step in \p Dir.
 Status pruneCheckpoints(const std::string &Dir, int KeepLast);
+
+/// Removes the temporary files (`<checkpoint>.tmp.<pid>`) that writers
+/// killed while writing left in \p Dir: those of a process that no longer
+/// runs on this host. Returns how many it removed.
+StatusOr<int> removeStaleTemporaries(const std::string &Dir);
 
 } // namespace mdrt
 

@@ -56,6 +56,7 @@
 #include <set>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -249,8 +250,9 @@ Status encodeTo(Sink &S, const CheckpointState &State,
   putLE<int64_t>(H + 48, State.Data.Index);
   putLE<uint64_t>(H + 56, State.Seed);
   putLE<uint32_t>(H + 64, uint32_t(Tensors.size()));
-  putLE<uint32_t>(H + 68,
-                  (State.Shuffled ? 1u : 0u) | (State.Synthetic ? 2u : 0u));
+  putLE<uint32_t>(H + 68, (State.Shuffled ? 1u : 0u) |
+                              (State.Synthetic ? 2u : 0u) |
+                              (State.RawBytes ? 4u : 0u));
   putLE<int64_t>(H + 72, State.DataExamples);
   putLE<uint64_t>(H + 80, 0);
   MDRT_RETURN_IF_ERROR(S.write(H, HeaderSize));
@@ -419,6 +421,7 @@ StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
                          hex32(Stored) + ", computed " + hex32(Computed) + ")");
 
   Checkpoint C;
+  C.Version = Version;
   C.State.PlanFingerprint = getLE<uint64_t>(Bytes + 24);
   C.State.Step = getLE<int64_t>(Bytes + 32);
   C.State.Data.Epoch = getLE<int64_t>(Bytes + 40);
@@ -427,10 +430,24 @@ StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
   uint32_t Count = getLE<uint32_t>(Bytes + 64);
   if (Version >= 2) {
     uint32_t Flags = getLE<uint32_t>(Bytes + 68);
+    if (Flags & ~7u)
+      return Status::error(What + " is corrupt: unknown flags " + hex32(Flags));
     C.State.Shuffled = Flags & 1;
     C.State.Synthetic = Flags & 2;
+    C.State.RawBytes = Flags & 4;
     C.State.DataExamples = getLE<int64_t>(Bytes + 72);
+    if (C.State.DataExamples < -1) // -1: not recorded.
+      return Status::error(
+          What + " is corrupt: " + std::to_string(C.State.DataExamples) +
+          " training examples");
   }
+  // A writer never records these (a file written wrong, or edited).
+  if (C.State.Step < 0)
+    return Status::error(What + " is corrupt: step " +
+                         std::to_string(C.State.Step));
+  if (C.State.Data.Epoch < 0 || C.State.Data.Index < 0)
+    return Status::error(What + " is corrupt: data position " +
+                         C.State.Data.str());
 
   // The checksum matched, so what follows only fails for a file written
   // wrong; still, never read out of bounds.
@@ -622,6 +639,42 @@ StatusOr<std::string> mdrt::latestCheckpoint(const std::string &Dir) {
   if (Found->empty())
     return std::string();
   return Found->back().second;
+}
+
+StatusOr<int> mdrt::removeStaleTemporaries(const std::string &Dir) {
+  namespace fs = std::filesystem;
+  std::error_code EC;
+  if (!fs::exists(Dir, EC))
+    return 0;
+  fs::directory_iterator It(Dir, EC);
+  std::vector<std::string> Stale;
+  for (fs::directory_iterator End; !EC && It != End; It.increment(EC)) {
+    // ckpt-<digits>.mdck.tmp.<pid>, as writeCheckpoint names them.
+    std::string Name = It->path().filename().string();
+    const std::string Prefix = "ckpt-", Mid = ".mdck.tmp.";
+    size_t At = Name.find(Mid);
+    if (Name.compare(0, Prefix.size(), Prefix) != 0 || At == std::string::npos)
+      continue;
+    std::string Pid = Name.substr(At + Mid.size());
+    if (Pid.empty() || Pid.size() > 9 ||
+        !std::all_of(Pid.begin(), Pid.end(),
+                     [](char C) { return C >= '0' && C <= '9'; }))
+      continue;
+    pid_t P = pid_t(std::stol(Pid));
+    // A live writer's file (another run's, or this process's) stays.
+    if (P == ::getpid() || ::kill(P, 0) == 0 || errno != ESRCH)
+      continue;
+    Stale.push_back(It->path().string());
+  }
+  if (EC)
+    return Status::error("cannot read checkpoint directory " + quote(Dir) +
+                         ": " + EC.message());
+  std::sort(Stale.begin(), Stale.end());
+  for (const std::string &Path : Stale)
+    if (::unlink(Path.c_str()) != 0 && errno != ENOENT)
+      return Status::error("cannot remove unfinished checkpoint " +
+                           quote(Path) + ": " + std::strerror(errno));
+  return int(Stale.size());
 }
 
 Status mdrt::pruneCheckpoints(const std::string &Dir, int KeepLast) {

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -80,6 +81,7 @@ struct Fixture {
     State.DataExamples = 60000;
     State.Shuffled = true;
     State.Synthetic = true;
+    State.RawBytes = true;
   }
 
   std::vector<CheckpointTensorRef> refs() const {
@@ -122,6 +124,8 @@ TEST(CheckpointTest, RoundTrip) {
   EXPECT_EQ(C->State.DataExamples, 60000);
   EXPECT_TRUE(C->State.Shuffled);
   EXPECT_TRUE(C->State.Synthetic);
+  EXPECT_TRUE(C->State.RawBytes);
+  EXPECT_EQ(C->Version, CheckpointFormatVersion);
   std::vector<CheckpointTensorRef> Refs = F.refs();
   ASSERT_EQ(C->Tensors.size(), Refs.size());
   for (size_t I = 0; I < Refs.size(); ++I) {
@@ -164,9 +168,9 @@ TEST(CheckpointTest, Layout) {
   std::memcpy(&Size, B.data() + 16, 8);
   EXPECT_EQ(Size, B.size());
   EXPECT_EQ(B[24], 0xef); // Fingerprint, little-endian.
-  // The training data: flags (bit 0: shuffled, bit 1: synthetic), then
-  // the examples.
-  EXPECT_EQ(B[68], 3);
+  // The training data: flags (bit 0: shuffled, bit 1: synthetic, bit 2:
+  // bytes unscaled), then the examples.
+  EXPECT_EQ(B[68], 7);
   int64_t Examples;
   std::memcpy(&Examples, B.data() + 72, 8);
   EXPECT_EQ(Examples, 60000);
@@ -347,6 +351,20 @@ TEST(CheckpointTest, StructureErrorsBehindAValidChecksum) {
   B = *Enc;
   putLE<uint32_t>(B, 12, 80);
   EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: header size 80, expected 88");
+  // Header fields no writer records.
+  B = *Enc;
+  putLE<int64_t>(B, 32, -5);
+  EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: step -5");
+  B = *Enc;
+  putLE<int64_t>(B, 48, -1);
+  EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: data position epoch 3, "
+                      "index -1");
+  B = *Enc;
+  putLE<uint32_t>(B, 68, 9);
+  EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: unknown flags 0x00000009");
+  B = *Enc;
+  putLE<int64_t>(B, 72, -2);
+  EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: -2 training examples");
   B = *Enc;
   B[DType0] = 9;
   EXPECT_EQ(Parse(B), "checkpoint 'c' is corrupt: tensor 'dense/w' has "
@@ -549,6 +567,41 @@ TEST(CheckpointTest, Directories) {
   EXPECT_EQ(errorOf(listCheckpoints(File)),
             "cannot read checkpoint directory '" + File + "': Not a directory");
   EXPECT_EQ(errorOf(latestCheckpoint(File)),
+            "cannot read checkpoint directory '" + File + "': Not a directory");
+}
+
+TEST(CheckpointTest, StaleTemporaries) {
+  TempDir Dir;
+  // A process that has exited: its pid names no process (until reused,
+  // which the test cannot rule out but which takes a full pid cycle).
+  pid_t Dead = fork();
+  ASSERT_GE(Dead, 0);
+  if (Dead == 0)
+    _exit(0);
+  ASSERT_EQ(waitpid(Dead, nullptr, 0), Dead);
+  std::string Gone =
+      Dir.file("ckpt-000000000004.mdck.tmp." + std::to_string(Dead));
+  std::string Mine =
+      Dir.file("ckpt-000000000008.mdck.tmp." + std::to_string(getpid()));
+  std::string Parent =
+      Dir.file("ckpt-000000000012.mdck.tmp." + std::to_string(getppid()));
+  for (const std::string &P :
+       {Gone, Mine, Parent, Dir.file("ckpt-000000000004.mdck"),
+        Dir.file("ckpt-1.mdck.tmp.x"), Dir.file("other.tmp.1")})
+    writeBytes(P, {1});
+  StatusOr<int> Removed = removeStaleTemporaries(Dir.Path);
+  ASSERT_TRUE(Removed.isOk()) << errorOf(Removed);
+  EXPECT_EQ(*Removed, 1);
+  EXPECT_FALSE(fs::exists(Gone));
+  for (const std::string &P :
+       {Mine, Parent, Dir.file("ckpt-000000000004.mdck"),
+        Dir.file("ckpt-1.mdck.tmp.x"), Dir.file("other.tmp.1")})
+    EXPECT_TRUE(fs::exists(P)) << P;
+  Removed = removeStaleTemporaries(Dir.file("absent"));
+  ASSERT_TRUE(Removed.isOk());
+  EXPECT_EQ(*Removed, 0);
+  std::string File = Dir.file("other.tmp.1");
+  EXPECT_EQ(errorOf(removeStaleTemporaries(File)),
             "cannot read checkpoint directory '" + File + "': Not a directory");
 }
 
