@@ -1034,6 +1034,16 @@ Status Trainer::run(TrainResult &R) {
     return O.Stop ? O.Stop->load(std::memory_order_relaxed) : 0;
   };
   bool StopNow = false;
+  // The stop value every process reports: this process's, or the one the
+  // processes that stopped got (from the means of "stopped" and of the
+  // value; where they got different ones, SIGTERM's).
+  int AgreedStop = 0;
+  auto StopOf = [](double Stopped, double Value) {
+    if (Stopped <= 0)
+      return 0;
+    double V = Value / Stopped;
+    return std::abs(V - std::round(V)) < 1e-6 ? int(std::lround(V)) : SIGTERM;
+  };
   // The trace of the steps traced up to \p Last, the run's last step.
   // A run that fails still writes the trace it recorded (the file was
   // left empty, not JSON).
@@ -1125,9 +1135,12 @@ Status Trainer::run(TrainResult &R) {
     if (!Async) {
       // The processes stop after the same step: a stop rides on the step's
       // means.
-      std::vector<double> Stopping{double(LocalStop() != 0)};
+      std::vector<double> Stopping{double(LocalStop() != 0),
+                                   double(LocalStop())};
       MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Ran, Outs, &Stopping));
-      StopNow = T.Procs->size() > 1 ? Stopping[0] > 0 : LocalStop() != 0;
+      AgreedStop =
+          T.Procs->size() > 1 ? StopOf(Stopping[0], Stopping[1]) : LocalStop();
+      StopNow = AgreedStop != 0;
       Loss = LossOf(Outs);
       MDRT_RETURN_IF_ERROR(Count(Loss));
     } else {
@@ -1158,11 +1171,14 @@ Status Trainer::run(TrainResult &R) {
         double Now = seconds();
         std::vector<double> Window{
             LossSum, double(LossCount), double(LocalStop() != 0),
-            (Now - MetAt) / double(std::max<int64_t>(1, Step - MetAtStep))};
+            (Now - MetAt) / double(std::max<int64_t>(1, Step - MetAtStep)),
+            double(LocalStop())};
         // The first failure is reported, not its consequences.
         MDRT_RETURN_IF_ERROR(
             T.readTrainOutputs(Pending, Outs, &Window, PendingOrder));
-        StopNow = Window[2] > 0;
+        AgreedStop =
+            T.Procs->size() > 1 ? StopOf(Window[2], Window[4]) : LocalStop();
+        StopNow = AgreedStop != 0;
         // Every worker has the same means, so the same next meeting.
         StopCheckAt = Step + nextStopCheck(Window[3]);
         MetAt = Now;
@@ -1255,7 +1271,8 @@ Status Trainer::run(TrainResult &R) {
       R.StepsRun = Step - FirstStep;
       R.Seconds = seconds() - Start;
       R.ExamplesPerSecond = double(Examples) / std::max(R.Seconds, 1e-9);
-      R.StoppedBy = LocalStop() ? LocalStop() : -1;
+      R.StoppedBy = LocalStop() ? LocalStop() : AgreedStop;
+      R.StoppedHere = LocalStop() != 0;
       if (!O.CheckpointDir.empty())
         R.Checkpoint = O.CheckpointDir + "/" + checkpointFileName(Step);
       return T.Procs->agree(WriteTrace(Step));

@@ -556,15 +556,16 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
   (*Trainer)->executor().disconnect().isOk();
   if (Trained)
     return Fail(Trained);
-  int Stopped = R.StoppedBy > 0 ? 128 + R.StoppedBy : R.StoppedBy ? 1 : 0;
+  // Every process of a stopped run exits with the signal's status, so that
+  // the launcher's status is it too.
+  int Stopped = R.StoppedBy ? 128 + R.StoppedBy : 0;
   if (Rank != 0)
     return Stopped;
   if (R.StoppedBy) {
-    std::cout << "stopped after step " << R.Steps;
-    if (R.StoppedBy > 0)
-      std::cout << " by " << (R.StoppedBy == SIGINT ? "SIGINT" : "SIGTERM");
-    else
-      std::cout << " with another process of the run";
+    std::cout << "stopped after step " << R.Steps << " by "
+              << (R.StoppedBy == SIGINT ? "SIGINT" : "SIGTERM");
+    if (!R.StoppedHere)
+      std::cout << " to another process of the run";
     std::cout << " (" << R.StepsRun << " steps in " << std::setprecision(3)
               << R.Seconds << std::setprecision(6) << " s)";
     if (R.Checkpoint.empty())

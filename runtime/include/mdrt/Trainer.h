@@ -103,9 +103,12 @@ struct TrainResult {
   double ExamplesPerSecond = 0;
   double Seconds = 0;
   /// TrainOptions::Stop's value when it stopped the run before its last
-  /// step (0: the run ended). Steps is the step it stopped after, and
+  /// step (0: the run ended): this process's, or the one another process
+  /// of the run got (StoppedHere false; SIGTERM where processes got
+  /// different values). Steps is the step it stopped after, and
   /// Checkpoint the checkpoint written there ("" without CheckpointDir).
   int StoppedBy = 0;
+  bool StoppedHere = false;
   std::string Checkpoint;
 };
 
