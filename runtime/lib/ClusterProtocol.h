@@ -40,7 +40,9 @@ enum class RequestKind : uint32_t {
   /// A message of variable Index's bytes follows; the reply comes once it
   /// is written.
   WriteVariable = 3,
-  /// The worker will send nothing more; no reply.
+  /// The worker will send nothing more; no reply. Step holds how the
+  /// worker's run ended: its exit status (0, 1 for an error, 128 + a signal
+  /// for a stop).
   Disconnect = 4,
 };
 
@@ -61,23 +63,31 @@ inline uint64_t messageTag(bool Signal, uint64_t Index, int Worker,
          uint64_t(Worker);
 }
 
-/// Sends \p S to \p Dst as a reply.
-inline Status sendReply(ProcessGroup &G, int Dst, const Status &S) {
-  uint64_t Header[2] = {S.isOk() ? 1u : 0u,
-                        S.isOk() ? 0 : uint64_t(S.message().size())};
+/// Sends \p S to \p Dst as a reply. An ok reply carries \p Stop, the
+/// signal the server was asked to stop by (0: none), for the workers to
+/// stop the run as if they had got it.
+inline Status sendReply(ProcessGroup &G, int Dst, const Status &S,
+                        int Stop = 0) {
+  uint64_t Header[2] = {S.isOk() ? 1u : 0u, S.isOk()
+                                                ? uint64_t(uint32_t(Stop))
+                                                : uint64_t(S.message().size())};
   MDRT_RETURN_IF_ERROR(G.send(Dst, RequestTag, Header, sizeof(Header)));
   if (S.isOk())
     return Status::ok();
   return G.send(Dst, RequestTag, S.message().data(), S.message().size());
 }
 
-/// Receives a reply from \p Src into \p Remote; the error is that of the
-/// exchange itself.
-inline Status recvReply(ProcessGroup &G, int Src, Status &Remote) {
+/// Receives a reply from \p Src into \p Remote (and the server's stop
+/// signal into \p Stop, when given); the error is that of the exchange
+/// itself.
+inline Status recvReply(ProcessGroup &G, int Src, Status &Remote,
+                        int *Stop = nullptr) {
   uint64_t Header[2] = {0, 0};
   MDRT_RETURN_IF_ERROR(G.recv(Src, RequestTag, Header, sizeof(Header)));
   if (Header[0]) {
     Remote = Status::ok();
+    if (Stop)
+      *Stop = int(uint32_t(Header[1]));
     return Status::ok();
   }
   if (Header[1] > (uint64_t(1) << 20))

@@ -390,6 +390,8 @@ struct Executor::Impl {
   /// The process each device runs in (empty: this one runs all).
   std::vector<int> DevRank;
   bool Disconnected = false;
+  /// The stop signal a server's reply carried (Executor::serverStop).
+  std::atomic<int> ServerStop{0};
   bool isLocal(uint32_t D) const {
     return DevRank.empty() || DevRank[D] == Cluster->rank();
   }
@@ -1805,8 +1807,12 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
   Status ServerErr = Status::ok();
   for (int Rank : Prog.Servers) {
     Status Remote = Status::ok();
-    if (Status S = cluster::recvReply(*I->Cluster, Rank, Remote); !S.isOk())
+    int Stop = 0;
+    if (Status S = cluster::recvReply(*I->Cluster, Rank, Remote, &Stop);
+        !S.isOk())
       I->lostMessages(S);
+    if (Stop)
+      I->ServerStop.store(Stop, std::memory_order_relaxed);
     if (ServerErr.isOk() && !Remote.isOk())
       ServerErr = Remote.withContext(I->Cluster->rankName(Rank));
   }
@@ -1924,13 +1930,17 @@ Status Executor::writeVariable(size_t Index, const void *Host) {
   return D.synchronize();
 }
 
-Status Executor::disconnect() {
+int Executor::serverStop() const {
+  return I->ServerStop.load(std::memory_order_relaxed);
+}
+
+Status Executor::disconnect(int Outcome) {
   if (!I->Cluster || I->isServer() || I->Disconnected)
     return Status::ok();
   Status First = Status::ok();
   for (int Rank : I->ServerRanks) {
-    Status S =
-        I->remoteRequest(Rank, cluster::RequestKind::Disconnect, 0, 0, 0);
+    Status S = I->remoteRequest(Rank, cluster::RequestKind::Disconnect, 0,
+                                uint64_t(uint32_t(Outcome)), 0);
     if (First.isOk() && !S.isOk())
       First = S;
   }

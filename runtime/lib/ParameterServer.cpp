@@ -14,10 +14,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "mdrt/ParameterServer.h"
+#include "mdrt/Random.h"
 
 #include "ClusterProtocol.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +117,10 @@ struct ParameterServer::Impl {
   std::vector<std::unique_ptr<Device>> Memory;
   std::mutex KernelLock;
   std::vector<std::unique_ptr<Executor>> Execs;
+  const std::atomic<int> *Stop = nullptr;
+  int64_t TermAtStep = -1;
+  /// The first nonzero outcome a worker disconnected with.
+  std::atomic<int> Outcome{0};
 
   Status serveWorker(int Worker);
   /// A request the server cannot answer leaves its worker waiting.
@@ -159,6 +165,8 @@ ParameterServer::create(std::vector<std::shared_ptr<const PlanFile>> Plans,
   Impl &I = *S->I;
   I.Cluster = &Cluster;
   I.Task = Task;
+  I.Stop = Opts.Stop;
+  I.TermAtStep = Opts.TermAtStep;
   // The task's devices, and their variables' memory, which every worker's
   // plan must lay out alike.
   ExecutorOptions EO;
@@ -227,7 +235,13 @@ Status ParameterServer::Impl::serveWorker(int Worker) {
                            " asks for program " + std::to_string(Q.Program) +
                            " of " + std::to_string(Programs)));
       Done = E.run(int(Q.Program), Q.Step);
-      if (Status S = cluster::sendReply(*Cluster, Worker, Done); !S.isOk())
+      if (Worker == 0 && Q.Program == uint32_t(E.programIndex("train")) &&
+          int64_t(Q.Step) + 1 == TermAtStep)
+        std::raise(SIGTERM);
+      if (Status S = cluster::sendReply(
+              *Cluster, Worker, Done,
+              Stop ? Stop->load(std::memory_order_relaxed) : 0);
+          !S.isOk())
         lost(S);
       break;
     case cluster::RequestKind::ReadVariable:
@@ -258,8 +272,11 @@ Status ParameterServer::Impl::serveWorker(int Worker) {
           lost(S);
       break;
     }
-    case cluster::RequestKind::Disconnect:
+    case cluster::RequestKind::Disconnect: {
+      int None = 0;
+      Outcome.compare_exchange_strong(None, int(Q.Step));
       return First;
+    }
     default:
       lost(Status::error("replica " + std::to_string(Worker) +
                          " sent a request of unknown kind " +
@@ -285,37 +302,39 @@ Status ParameterServer::serve() {
   return Status::ok();
 }
 
+int ParameterServer::workersOutcome() const { return I->Outcome.load(); }
+
 uint64_t mdrt::planDigest(const PlanFile &Plan) {
-  const std::vector<uint8_t> &B = Plan.bytes();
-  uint64_t H = 0x9e3779b97f4a7c15ull ^ B.size();
-  size_t I = 0;
-  for (; I + 8 <= B.size(); I += 8) {
-    uint64_t W;
-    std::memcpy(&W, B.data() + I, 8);
-    H = (H ^ W) * 0xff51afd7ed558ccdull;
-    H ^= H >> 32;
-  }
-  for (; I < B.size(); ++I)
-    H = (H ^ B[I]) * 0x100000001b3ull;
-  return H;
+  return digestBytes(Plan.bytes().data(), Plan.bytes().size());
 }
 
 Status mdrt::agreeOnPlans(ProcessGroup &Cluster, const ClusterLayout &Layout,
-                          const std::vector<const PlanFile *> &Plans) {
-  size_t W = size_t(Layout.Workers);
-  std::vector<uint64_t> Mine(W, 0), All(W * size_t(Cluster.size()), 0);
+                          const std::vector<const PlanFile *> &Plans,
+                          uint64_t Seed) {
+  // Each process: a digest per worker's plan it read, then its seed.
+  size_t W = size_t(Layout.Workers), Row = W + 1;
+  std::vector<uint64_t> Mine(Row, 0), All(Row * size_t(Cluster.size()), 0);
   bool Server = Layout.isServer(Cluster.rank());
   for (size_t R = 0; R < W; ++R)
     if (Server ? R < Plans.size() : R == size_t(Cluster.rank()))
       Mine[R] = planDigest(*Plans[Server ? R : 0]);
+  Mine[W] = Seed;
   MDRT_RETURN_IF_ERROR(
-      Cluster.allGather(Mine.data(), All.data(), W * sizeof(uint64_t)));
+      Cluster.allGather(Mine.data(), All.data(), Row * sizeof(uint64_t)));
   for (int S = Layout.Workers; S < Cluster.size(); ++S)
     for (size_t R = 0; R < W; ++R)
-      if (All[size_t(S) * W + R] != All[R * W + R])
+      if (All[size_t(S) * Row + R] != All[R * Row + R])
         return Status::error(
             Cluster.rankName(S) + " read another plan for replica " +
             std::to_string(R) + " than " + Cluster.rankName(int(R)) +
             " runs: every process must read the same plan files");
+  // A server gives its variables their initial values from the seed.
+  for (int S = Layout.Workers; S < Cluster.size(); ++S)
+    if (All[size_t(S) * Row + W] != All[W])
+      return Status::error(Cluster.rankName(S) + " has --seed " +
+                           std::to_string(All[size_t(S) * Row + W]) + ", " +
+                           Cluster.rankName(0) + " " + std::to_string(All[W]) +
+                           ": every process of the run needs the same seed "
+                           "(the servers' variables start from it)");
   return Status::ok();
 }

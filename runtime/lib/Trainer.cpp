@@ -194,6 +194,7 @@ struct Trainer::Impl {
   Status loadLatest(int64_t &Step, DataPosition &Position, bool &Found,
                     std::vector<std::vector<uint8_t>> &Values);
   Status checkAgreement(int64_t Total);
+  uint64_t dataDigest() const;
   /// \p FailedAt orders the processes' failures (asynchronous workers
   /// fail at different steps): the first is reported, not what it caused
   /// on the others.
@@ -704,6 +705,23 @@ Status Trainer::Impl::resume(int64_t &Step) {
   return Procs->agree(Restored);
 }
 
+/// The training and test data, for comparing processes: every feature's
+/// name, shape and bytes (data sets that differ only in some labels
+/// differ), and whether it is synthetic.
+uint64_t Trainer::Impl::dataDigest() const {
+  uint64_t H = hashName(Opts.Synthetic ? "synthetic" : "dataset");
+  for (const Dataset *D : {TrainData.get(), EvalData.get()}) {
+    H = hashName(D ? std::to_string(D->size()).c_str() : "none", H);
+    if (D)
+      for (const Feature &F : D->features()) {
+        H = hashName(F.Name.c_str(), H);
+        H = hashName(F.Array.str().c_str(), H);
+        H = digestBytes(F.Array.Data.data(), F.Array.Data.size(), H);
+      }
+  }
+  return H;
+}
+
 /// Every process must run the same steps of the same model with the same
 /// collectives, or the processes would wait for each other forever: each
 /// process's plan and options, compared with replica 0's.
@@ -790,9 +808,7 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
       {"plan (compiled from another model or deployment?)", PlanHash},
       {"run length (--steps, --epochs)", uint64_t(Total)},
       {"--seed", Opts.Seed},
-      {"data (--data, --synthetic, --synthetic-examples)",
-       hashName(std::to_string(TrainData->size()).c_str(),
-                uint64_t(EvalData ? EvalData->size() : -1))},
+      {"data (--data, --synthetic, --synthetic-examples)", dataDigest()},
       {"shuffling (--no-shuffle)", Opts.Shuffle},
       {"byte scaling (--raw-bytes)", Opts.ScaleBytes},
       {"evaluation (--no-eval, --eval-every, a test split)",
@@ -1030,8 +1046,10 @@ Status Trainer::run(TrainResult &R) {
   int64_t LossCount = 0;
   // A stop asked for by TrainOptions::Stop (a signal): this process's, and
   // whether every process stops after this step.
+  // A parameter server's stop reaches its workers with its replies.
   auto LocalStop = [&] {
-    return O.Stop ? O.Stop->load(std::memory_order_relaxed) : 0;
+    int Own = O.Stop ? O.Stop->load(std::memory_order_relaxed) : 0;
+    return Own ? Own : T.Exec->serverStop();
   };
   bool StopNow = false;
   // The stop value every process reports: this process's, or the one the
@@ -1272,7 +1290,7 @@ Status Trainer::run(TrainResult &R) {
       R.Seconds = seconds() - Start;
       R.ExamplesPerSecond = double(Examples) / std::max(R.Seconds, 1e-9);
       R.StoppedBy = LocalStop() ? LocalStop() : AgreedStop;
-      R.StoppedHere = LocalStop() != 0;
+      R.StoppedHere = O.Stop && O.Stop->load(std::memory_order_relaxed);
       if (!O.CheckpointDir.empty())
         R.Checkpoint = O.CheckpointDir + "/" + checkpointFileName(Step);
       return T.Procs->agree(WriteTrace(Step));

@@ -537,7 +537,7 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
   if (Status S = Procs.agree(Loaded); S)
     return Fail(S);
   if (Layout.PsTasks > 0)
-    if (Status S = agreeOnPlans(Procs, Layout, {P.get()}); S)
+    if (Status S = agreeOnPlans(Procs, Layout, {P.get()}, T.Seed); S)
       return Fail(S);
   std::ostream Null(nullptr);
   std::ostream &Log = Quiet || Rank != 0 ? Null : std::cout;
@@ -552,13 +552,14 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
   TrainResult R;
   catchStopSignals();
   Status Trained = (*Trainer)->run(R);
-  // The servers stop once every worker is done, whatever happened.
-  (*Trainer)->executor().disconnect().isOk();
-  if (Trained)
-    return Fail(Trained);
   // Every process of a stopped run exits with the signal's status, so that
   // the launcher's status is it too.
   int Stopped = R.StoppedBy ? 128 + R.StoppedBy : 0;
+  // The servers stop once every worker is done, whatever happened, and
+  // exit as the workers do.
+  (*Trainer)->executor().disconnect(Trained ? 1 : Stopped).isOk();
+  if (Trained)
+    return Fail(Trained);
   if (Rank != 0)
     return Stopped;
   if (R.StoppedBy) {
@@ -602,20 +603,28 @@ static int serveTask(const std::string &PlanPath, const TrainOptions &T,
   std::vector<const PlanFile *> Mine;
   for (const auto &Plan : *Plans)
     Mine.push_back(Plan.get());
-  if (Status S = agreeOnPlans(Procs, Layout, Mine); S)
+  if (Status S = agreeOnPlans(Procs, Layout, Mine, T.Seed); S)
     return 1;
   // A stop signal sent to every process of the run (as a launcher or a
   // scheduler does) must not end a server before the workers have
-  // written their checkpoint: a server ends when every worker is done.
+  // written their checkpoint: a server ends when every worker is done. A
+  // signal only the server gets goes to the workers with its replies, and
+  // they stop the run.
   catchStopSignals();
   ServerOptions SO;
   SO.Threads = T.Exec.Threads;
   SO.Seed = T.Seed;
+  SO.Stop = &StopSignal;
+  SO.TermAtStep = T.TermAtStep;
   auto Server = ParameterServer::create(Plans.take(), Procs,
                                         Procs.rank() - Layout.Workers, SO);
   if (Status S = Procs.agree(Server.isOk() ? Status::ok() : Server.status()); S)
     return 1;
-  return (*Server)->serve().isOk() ? 0 : 1;
+  if (!(*Server)->serve().isOk())
+    return 1;
+  // The workers' exit status: a failed or stopped run is one for every
+  // process, as a launcher reports it.
+  return (*Server)->workersOutcome();
 }
 
 int main(int argc, char **argv) {

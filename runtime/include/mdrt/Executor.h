@@ -164,7 +164,13 @@ public:
   /// its workers are). Call it once the processes have started together
   /// (every one created its executor or server), on every path after; the
   /// executor sends nothing afterwards. Does nothing in other processes.
-  Status disconnect();
+  /// \p Outcome, how the run ended (its exit status), reaches the servers
+  /// (ParameterServer::workersOutcome).
+  Status disconnect(int Outcome = 0);
+
+  /// A ps-strategy worker: the stop signal a parameter server was sent
+  /// (ServerOptions::Stop), as its latest reply to a step said; 0 if none.
+  int serverStop() const;
 
   // Tracing: while on, every kernel's start and end are recorded.
   void setTracing(bool On);

@@ -66,8 +66,10 @@ struct ExecContext {
   /// Reports \p S unless the step already failed on this device. Call it
   /// from the kernel's calling thread, not from its worker threads.
   void fail(Status S) const {
+    // (void): nvcc takes the assignment's result, a [[nodiscard]] Status,
+    // as discarded.
     if (Error && Error->isOk())
-      *Error = std::move(S);
+      (void)(*Error = std::move(S));
   }
 };
 

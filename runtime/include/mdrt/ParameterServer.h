@@ -27,6 +27,7 @@
 
 #include "mdrt/Executor.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,14 @@ struct ServerOptions {
   /// The run seed, which the variables' initial values derive from (the
   /// workers' seed: a variable starts as it would in one process).
   uint64_t Seed = 0;
+  /// Polled as the task replies to each step: a nonzero value (mdrun
+  /// stores a stop signal's number) goes to the workers with the reply,
+  /// and they stop the run as if they had got it (Executor::serverStop).
+  const std::atomic<int> *Stop = nullptr;
+  /// Testing: raise SIGTERM once the task has served step \p TermAtStep
+  /// (1-based, as the workers count) of replica 0's training program
+  /// (-1: never).
+  int64_t TermAtStep = -1;
 };
 
 class ParameterServer {
@@ -80,6 +89,10 @@ public:
   /// was told of) or of the exchange itself.
   Status serve();
 
+  /// After serve(): how the workers' run ended, the first nonzero outcome
+  /// they disconnected with (Executor::disconnect), or 0.
+  int workersOutcome() const;
+
   struct Impl;
 
 private:
@@ -97,10 +110,11 @@ loadWorkerPlans(const std::string &PlanPath, int Workers);
 uint64_t planDigest(const PlanFile &Plan);
 
 /// A collective of a cluster's processes: checks that the servers read the
-/// plans the workers run (the files could differ between machines).
+/// plans the workers run (the files could differ between machines) and
+/// have replica 0's run seed \p Seed, which their variables start from.
 /// \p Plans: a worker's own plan, or a server's plans of every worker.
 Status agreeOnPlans(ProcessGroup &Cluster, const ClusterLayout &Layout,
-                    const std::vector<const PlanFile *> &Plans);
+                    const std::vector<const PlanFile *> &Plans, uint64_t Seed);
 
 } // namespace mdrt
 
