@@ -263,6 +263,14 @@ Node *Graph::createNewNode(StringRef &Key, Node *&Slot, const OpDef &Op) {
   // Outside every device scope until told otherwise: the passes may rely
   // on every node having a stack.
   N->setStack(&Root);
+  // The role its op implies (an Input is built once on the inputs device,
+  // a Variable shared by the clones), as the reader gives it.
+  if (Op.isVariable())
+    N->setRole(NodeRole::Variable);
+  else if (Op.is(OF_Input))
+    N->setRole(NodeRole::Input);
+  else if (Op.is(OF_Summary))
+    N->setRole(NodeRole::Summary);
   return N;
 }
 

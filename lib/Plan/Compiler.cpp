@@ -176,15 +176,16 @@ Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
   Compilation R;
   std::string Pipeline =
       Opts.Pipeline.empty() ? defaultPipeline() : Opts.Pipeline;
-  bool Full = Opts.EmitPlan && StringRef(Pipeline).endswith("plan-memory");
+  PassManager PM(Opts.PM);
+  if (Error E = PM.parsePipeline(Pipeline))
+    return std::move(E);
+  bool Full = Opts.EmitPlan && PM.size() &&
+              PM.passes().back()->getName() == "plan-memory";
   std::unique_ptr<Graph> EvalCopy;
   if (Opts.BuildEval && Full) {
     TimeRegion T(Opts.Timers.EvalCopy);
     EvalCopy = Model->clone();
   }
-  PassManager PM(Opts.PM);
-  if (Error E = PM.parsePipeline(Pipeline))
-    return std::move(E);
   // Record what the training pipeline reports, so that the evaluation
   // pipeline does not report it again.
   auto Reported = std::make_shared<ReportedDiags>();

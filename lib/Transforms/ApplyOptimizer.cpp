@@ -127,6 +127,8 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
     return makeError("apply-optimizer needs sum-gradients to run first");
   if (S.TrainOp)
     return makeError("apply-optimizer: the train op exists already");
+  if (Error E = requireUnplaced(G, getName()))
+    return E;
   const DeploymentConfig &C = Ctx.Config;
   OptimizerSettings O = C.resolveOptimizer(G.getOptimizer());
   // The reader and the deployment check the values they set; this is for

@@ -145,6 +145,8 @@ public:
   Error run(Graph &G, PassContext &Ctx) override {
     if (!G.hasDeployState() || !G.deployState().TrainOp)
       return Error::success(); // Nothing defines the step yet.
+    if (Error E = requireUnplaced(G, getName()))
+      return E;
     std::vector<Node *> Roots = reportedSummaries(G);
     Roots.push_back(G.deployState().TrainOp);
     for (const auto &[Name, T] : G.outputs())

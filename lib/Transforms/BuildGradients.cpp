@@ -116,6 +116,8 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
     return makeError("build-gradients needs scale-losses to run first");
   if (S.GradientsBuilt)
     return makeError("build-gradients: the gradients are already built");
+  if (Error E = requireUnplaced(G, getName()))
+    return E;
 
   // The seed of every clone's backward pass. With the mirrored strategy over
   // W worker processes, the all-reduce sums the gradients of all W workers;

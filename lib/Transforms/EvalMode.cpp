@@ -44,6 +44,17 @@ Error EvalModePass::run(Graph &G, PassContext &Ctx) {
   DeployState &S = G.deployState();
   if (S.Clones.size() != 1)
     return makeError("eval-mode needs a graph replicated for one clone");
+  if (S.EvalMode)
+    return makeError("eval-mode: the graph is already an evaluation step");
+  // It removes what evaluation does not need; the training passes keep
+  // their nodes in the deployment state.
+  if (S.LossesScaled)
+    return makeError("eval-mode: scale-losses has run; eval-mode makes the "
+                     "evaluation step of a graph just replicated (run it "
+                     "right after replicate-clones)");
+  if (Error E = requireUnplaced(G, getName()))
+    return E;
+  S.EvalMode = true;
   UseMap Uses = computeUses(G);
   std::vector<Node *> Nodes;
   for (const auto &N : G.nodes())

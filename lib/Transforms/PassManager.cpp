@@ -61,6 +61,7 @@ PassManager::~PassManager() = default;
 
 Error PassManager::parsePipeline(StringRef Text) {
   Text = Text.trim();
+  std::vector<std::unique_ptr<Pass>> Parsed;
   while (!Text.empty()) {
     size_t End = Text.find_first_of(",{");
     StringRef Name = Text.substr(0, End).trim();
@@ -91,12 +92,17 @@ Error PassManager::parsePipeline(StringRef Text) {
       }
     }
     Text = Text.ltrim();
-    if (Text.consume_front(","))
+    if (Text.consume_front(",")) {
       Text = Text.ltrim();
-    else if (!Text.empty())
+      if (Text.empty())
+        return makeError("empty pass name in pipeline");
+    } else if (!Text.empty()) {
       return makeError("expected ',' in the pipeline before '" + Text + "'");
-    addPass(std::move(*P));
+    }
+    Parsed.push_back(std::move(*P));
   }
+  for (auto &P : Parsed)
+    addPass(std::move(P));
   return Error::success();
 }
 

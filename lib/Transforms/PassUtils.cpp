@@ -13,6 +13,15 @@
 using namespace llvm;
 using namespace mdplan;
 
+Error mdplan::requirePlaced(const Graph &G, StringRef Pass) {
+  for (const auto &N : G.nodes())
+    if (!N->isPlaced())
+      return N->error("has no device; " + Pass +
+                      " needs every node placed (was it added after "
+                      "place-devices?)");
+  return Error::success();
+}
+
 Error mdplan::requireTypes(const Graph &G, StringRef Pass) {
   for (const auto &N : G.nodes())
     for (unsigned I = 0, E = N->getNumOutputs(); I != E; ++I)

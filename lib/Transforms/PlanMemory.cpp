@@ -73,6 +73,8 @@ Error PlanMemoryPass::run(Graph &G, PassContext &Ctx) {
     return makeError("plan-memory needs schedule to run first");
   if (S.MemoryPlanned)
     return makeError("plan-memory: memory is planned already");
+  if (Error E = requirePlaced(G, getName()))
+    return E;
   if (Error E = requireTypes(G, getName()))
     return E;
   for (const auto &N : G.nodes())

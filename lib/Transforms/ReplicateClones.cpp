@@ -19,6 +19,7 @@
 #include "mdplan/IR/OpRegistry.h"
 #include "mdplan/IR/Verifier.h"
 #include "mdplan/Transforms/Pass.h"
+#include "mdplan/Transforms/PassUtils.h"
 
 #include "llvm/ADT/DenseSet.h"
 
@@ -112,6 +113,8 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
   DeployState &S = G.deployState();
   if (S.Replicated)
     return makeError("replicate-clones: the graph is already replicated");
+  if (Error E = requireUnplaced(G, getName()))
+    return E;
   // A graph read back from --emit=graph after the training passes: it
   // holds the clones' batch slices or the optimizer's updates, and running
   // the passes again would replicate the clones again and apply every

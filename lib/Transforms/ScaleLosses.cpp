@@ -57,6 +57,11 @@ Error ScaleLossesPass::run(Graph &G, PassContext &Ctx) {
     return E;
   if (S.LossesScaled)
     return makeError("scale-losses: the losses are already gathered");
+  if (S.EvalMode)
+    return makeError("scale-losses: the graph is an evaluation step "
+                     "(eval-mode ran), which trains nothing");
+  if (Error E = requireUnplaced(G, getName()))
+    return E;
   int NumClones = int(S.Clones.size());
 
   // Losses by clone (the collection holds every clone's, in clone order).

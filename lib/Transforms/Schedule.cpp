@@ -72,6 +72,8 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
     return makeError("schedule needs partition to run first");
   if (S.Scheduled)
     return makeError("schedule: the graph is scheduled already");
+  if (Error E = requirePlaced(G, getName()))
+    return E;
 
   UseMap Uses = computeUses(G);
   DenseMap<Node *, SmallVector<Node *, 2>> RecvsOf;

@@ -217,6 +217,8 @@ Error SumGradientsPass::run(Graph &G, PassContext &Ctx) {
     return makeError("sum-gradients needs build-gradients to run first");
   if (S.GradientsSummed)
     return makeError("sum-gradients: the gradients are already summed");
+  if (Error E = requireUnplaced(G, getName()))
+    return E;
   S.GradientsSummed = true;
   if (Ctx.Config.Strat == Strategy::Mirrored)
     return runMirrored(G, S, FirstBucket.value_or(Ctx.Config.FirstBucketBytes),

@@ -520,10 +520,16 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
   if (!Comp)
     return Comp.takeError();
   Graph &Result = *Comp->Train;
-  if (WantPlan && Comp->Plan.empty())
+  if (WantPlan && Comp->Plan.empty()) {
+    if (!Emit.getNumOccurrences())
+      return makeError("-o " + Path +
+                       " writes a plan, which needs a pipeline that ends "
+                       "with plan-memory (--emit=graph writes the graph the "
+                       "passes made)");
     return makeError(
         "--emit=" + StringRef(What == EmitKind::Plan ? "plan" : "plan-text") +
         " needs a pipeline that ends with plan-memory");
+  }
   if (!ExplainPlacement.empty() && Ctx.Explanations.empty())
     return makeError("--explain-placement needs the place-devices pass");
 

@@ -530,8 +530,9 @@ TEST(ModelReaderTest, InvalidDevice) {
 }
 
 TEST(ModelReaderTest, DeviceFunctionErrors) {
+  // An unknown function at its name, a bad argument at the argument.
   EXPECT_EQ(readError("scope {\n  function { name: \"round-robin\" }\n}\n"),
-            "m.mdg:2:3: error: unknown device function 'round-robin' (known: "
+            "m.mdg:2:14: error: unknown device function 'round-robin' (known: "
             "ps-round-robin, replica-device-setter)");
   EXPECT_EQ(readError("scope {\n  function { name: \"ps-round-robin\" }\n}\n"),
             "m.mdg:2:3: error: device function ps-round-robin needs argument "
@@ -539,6 +540,10 @@ TEST(ModelReaderTest, DeviceFunctionErrors) {
   EXPECT_EQ(readError("scope { function { name: \"ps-round-robin\"\n"
                       "  arg { name: \"tasks\" } } }\n"),
             "m.mdg:2:3: error: attribute 'tasks' has no value");
+  EXPECT_EQ(readError("scope { function { name: \"ps-round-robin\"\n"
+                      "  arg { name: \"tasks\" i: 0 } } }\n"),
+            "m.mdg:2:3: error: argument 'tasks' of ps-round-robin must be at "
+            "least 1, got 0");
   EXPECT_EQ(
       readError("scope { function { name: \"ps-round-robin\" instance: \"i\"\n"
                 "  arg { name: \"tasks\" i: 2 } } }\n"

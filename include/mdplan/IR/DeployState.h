@@ -67,6 +67,9 @@ struct DeployState {
   /// placement moves the clones there).
   std::vector<std::string> GroupDevices;
 
+  // eval-mode: the graph is an evaluation step, which trains nothing.
+  bool EvalMode = false;
+
   // scale-losses.
   Node *TotalLoss = nullptr;
   Node *RegularizationLoss = nullptr;

@@ -294,7 +294,11 @@ public:
   /// (not of the deployment state nor of placement).
   std::unique_ptr<Graph> clone() const;
 
-  /// Creates a node. The name must be unused (see lookup()).
+  /// Creates a node. The name must be unused (see lookup()). Its role is
+  /// the one its op implies (Input, Variable, Summary; Model otherwise),
+  /// its stack the root's, its attributes none: a node made here gets its
+  /// attributes' defaults from verifyAndCompleteAttrs (OpRegistry.h), or
+  /// use GraphBuilder (Builder.h), which does both and infers its types.
   Node *createNode(llvm::StringRef Name, const OpDef &Op);
   /// Creates a node named \p Base, or `Base_1`, `Base_2`, ... when taken.
   Node *createNodeUnique(llvm::StringRef Base, const OpDef &Op);

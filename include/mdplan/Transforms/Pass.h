@@ -82,9 +82,11 @@ public:
   ~PassManager();
 
   void addPass(std::unique_ptr<Pass> P) { Passes.push_back(std::move(P)); }
-  /// Parses `a,b{opt=1},c` and adds the passes.
+  /// Parses `a,b{opt=1},c` and adds the passes; on an error it adds none.
   llvm::Error parsePipeline(llvm::StringRef Text);
   size_t size() const { return Passes.size(); }
+  /// The passes, in the order they run.
+  llvm::ArrayRef<std::unique_ptr<Pass>> passes() const { return Passes; }
 
   llvm::Error run(Graph &G, PassContext &Ctx);
 

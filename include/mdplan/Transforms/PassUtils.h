@@ -25,6 +25,20 @@ inline llvm::Error requireReplicated(Graph &G, llvm::StringRef Pass) {
   return llvm::Error::success();
 }
 
+/// An error when \p G's nodes already have devices: the passes after
+/// place-devices (partition, schedule, plan-memory) work on placed nodes,
+/// so a pass that adds or removes nodes must run before it.
+inline llvm::Error requireUnplaced(const Graph &G, llvm::StringRef Pass) {
+  if (!G.getDevices().empty())
+    return makeError(Pass + ": the graph is already placed (run " + Pass +
+                     " before place-devices)");
+  return llvm::Error::success();
+}
+
+/// An error at the first node (in graph order) without a device, for the
+/// passes after partition (a node added after place-devices).
+llvm::Error requirePlaced(const Graph &G, llvm::StringRef Pass);
+
 /// An error at the first node (in graph order) with an output whose type
 /// was never inferred, for passes that need the types.
 llvm::Error requireTypes(const Graph &G, llvm::StringRef Pass);

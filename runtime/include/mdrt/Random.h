@@ -14,6 +14,7 @@
 #ifndef MDRT_RANDOM_H
 #define MDRT_RANDOM_H
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
