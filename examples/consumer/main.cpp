@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
   if (!(*Exec)->readOutputs(Train, Out).isOk())
     return 1;
   for (const auto &O : Out)
-    if (O.Name == "total_loss")
+    if (O.Name == "total_loss" && O.Kind == mdrt::fb::OutputKind::Loss)
       llvm::outs() << "ran one step, total_loss is finite: "
                    << (O.Values[0] == O.Values[0] ? "yes" : "no") << '\n';
   return 0;

@@ -113,6 +113,9 @@ public:
       // Decimal (a leading 0 is not octal: 010 is ten) or 0x hexadecimal.
       unsigned Radix = Arg.startswith_insensitive("0x") ? 16 : 10;
       StringRef Digits = Radix == 16 ? Arg.drop_front(2) : Arg;
+      // A sign goes before 0x, never after it.
+      if (Radix == 16 && (Digits.startswith("-") || Digits.startswith("+")))
+        Digits = "";
       if (!Digits.empty() && !Digits.getAsInteger(Radix, V))
         return false;
       long long Wide;

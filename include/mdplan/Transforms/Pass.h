@@ -31,7 +31,9 @@ namespace mdplan {
 
 /// What every pass may read and record.
 struct PassContext {
+  /// Keeps a reference to \p Config, which must outlive the context.
   explicit PassContext(const DeploymentConfig &Config) : Config(Config) {}
+  PassContext(DeploymentConfig &&) = delete;
 
   const DeploymentConfig &Config;
   DiagnosticHandler Diags;
