@@ -33,11 +33,14 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
+#include <cstdio>
 #include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <type_traits>
+
+#include <unistd.h>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -582,6 +585,98 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
   return Error::success();
 }
 
+/// While alive, what is written to stderr (file descriptor 2) goes to a
+/// temporary file instead; take() returns it.
+class StderrCapture {
+public:
+  StderrCapture() {
+    errs().flush();
+    File = std::tmpfile();
+    if (File) {
+      Saved = ::dup(2);
+      if (Saved < 0 || ::dup2(::fileno(File), 2) < 0) {
+        std::fclose(File);
+        File = nullptr;
+      }
+    }
+  }
+  ~StderrCapture() { restore(); }
+  std::string take() {
+    restore();
+    std::string Text;
+    if (!File)
+      return Text;
+    std::rewind(File);
+    char Buf[4096];
+    for (size_t N; (N = std::fread(Buf, 1, sizeof(Buf), File)) > 0;)
+      Text.append(Buf, N);
+    std::fclose(File);
+    File = nullptr;
+    return Text;
+  }
+
+private:
+  void restore() {
+    errs().flush();
+    if (Saved >= 0) {
+      ::dup2(Saved, 2);
+      ::close(Saved);
+      Saved = -1;
+    }
+  }
+  std::FILE *File = nullptr;
+  int Saved = -1;
+};
+
+/// LLVM's command-line errors (`mdplan: for the --x option: ... !`, several
+/// lines, capitalised) as one message of mdplan's kind, for <command line>.
+static std::string rewriteOptionError(StringRef Text) {
+  SmallVector<StringRef, 4> Lines;
+  Text.split(Lines, '\n', -1, false);
+  if (Lines.empty())
+    return "invalid command line";
+  StringRef First = Lines[0];
+  First.consume_front("mdplan: ");
+  First = First.rtrim();
+  // An option's value or count.
+  if (First.consume_front("for the ")) {
+    auto [Flag, Why] = First.split(" option: ");
+    Why = Why.rtrim("!").rtrim();
+    if (Why.consume_back(" is invalid value for boolean argument! Try 0 or "
+                         "1") ||
+        Why.consume_back(" is invalid value for boolean argument"))
+      return (Flag + " must be true or false (or 1 or 0), got " + Why).str();
+    if (Why == "may only occur zero or one times")
+      return (Flag + " is given more than once").str();
+    if (Why == "requires a value")
+      return (Flag + " needs a value (" + Flag + "=...)").str();
+    if (Why.consume_front("does not allow a value! "))
+      return (Flag + " takes no value, got " + Why.rsplit(' ').first).str();
+    std::string Msg = Why.str();
+    if (!Msg.empty())
+      Msg[0] = char(toLower(Msg[0]));
+    return (Flag + ": " + Msg).str();
+  }
+  // An unknown option, with LLVM's guess on the next line.
+  if (First.consume_front("Unknown command line argument '")) {
+    std::string Msg =
+        ("unknown option '" + First.split("'.").first + "'").str();
+    if (Lines.size() > 1) {
+      StringRef Guess = Lines[1];
+      Guess.consume_front("mdplan: ");
+      if (Guess.consume_front("Did you mean '"))
+        Msg += "; did you mean '" + Guess.rtrim("?").rtrim("'").str() + "'?";
+    }
+    return Msg + " (mdplan --help lists the options)";
+  }
+  if (First.startswith("Too many positional arguments"))
+    return "more than one model file given (mdplan MODEL [options])";
+  std::string Msg = First.rtrim("!").str();
+  if (!Msg.empty())
+    Msg[0] = char(toLower(Msg[0]));
+  return Msg;
+}
+
 static Error runTool(SourceMgr &SM) {
   if (!badFlagValues().empty())
     return makeError(SourceLoc{internFileName("<command line>"), 0, 0},
@@ -670,10 +765,28 @@ int main(int argc, char **argv) {
   // mdplan's own version (CMake's project version), not LLVM's.
   cl::SetVersionPrinter([](raw_ostream &OS) { OS << planProducer() << '\n'; });
   cl::HideUnrelatedOptions({&MainCat, &DeployCat, &OptCat});
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "mdplan: compile one replica of a model and a deployment into a "
-      "placed training step\n");
+  // LLVM prints an option's errors on stderr itself (Option::error), the
+  // others on the stream it is given: both are kept, and one line of
+  // mdplan's kind printed instead.
+  std::string OptionErrors;
+  bool Parsed;
+  {
+    raw_string_ostream OptionErrorStream(OptionErrors);
+    StderrCapture Capture;
+    Parsed = cl::ParseCommandLineOptions(
+        argc, argv,
+        "mdplan: compile one replica of a model and a deployment into a "
+        "placed training step\n",
+        &OptionErrorStream);
+    OptionErrors = Capture.take() + OptionErrorStream.str();
+  }
+  if (!Parsed) {
+    printErrors(makeError(SourceLoc{internFileName("<command line>"), 0, 0},
+                          rewriteOptionError(OptionErrors)),
+                errs(), nullptr, "mdplan");
+    return 1;
+  }
+  errs() << OptionErrors;
   SourceMgr SM;
   Error E = runTool(SM);
   // Before InitLLVM shuts LLVM down: the timers need its locks.
