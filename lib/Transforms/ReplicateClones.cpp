@@ -474,9 +474,12 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     NewOrder.insert(NewOrder.end(), Copies.begin(), Copies.end());
   }
 
-  // Collections: each clone's losses, update ops and summaries.
+  // Collections: each clone's losses, update ops and summaries, and its
+  // copies of the regularization losses the model computes (model_deploy
+  // reads REGULARIZATION_LOSSES unscoped: every clone's entries).
   for (Collection Coll :
-       {Collection::Losses, Collection::UpdateOps, Collection::Summaries}) {
+       {Collection::Losses, Collection::UpdateOps, Collection::Summaries,
+        Collection::RegularizationLosses}) {
     SetVector<Node *> Old = G.collection(Coll);
     SetVector<Node *> &New = G.collection(Coll);
     New.clear();

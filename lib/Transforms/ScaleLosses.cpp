@@ -82,6 +82,19 @@ Error ScaleLossesPass::run(Graph &G, PassContext &Ctx) {
       return N->error("a regularization loss must be a float scalar, got " +
                       T.str());
     RegLosses.push_back(TensorRef(N, 0));
+    // One the model computes is every clone's: all are added, as
+    // model_deploy adds its collection's entries. A variable's regularizer
+    // is built once.
+    if (N->getClone() == 0 && NumClones > 1)
+      Ctx.Diags.warning(
+          N->getLoc(),
+          "regularization loss '" +
+              StringRef(N->getName()).drop_front(S.Clones[0].Scope.size()) +
+              "' is part of the replicated model, so each of the " +
+              Twine(NumClones) +
+              " clones adds its own (as model_deploy adds every clone's "
+              "entry of REGULARIZATION_LOSSES); a variable's regularizer "
+              "is added once");
   }
 
   // They are added up: one element type for all.
