@@ -1095,9 +1095,16 @@ Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
     if (T.has_optimizer()) {
       OptimizerSettings S =
           convertOptimizer(T.optimizer(), OptimizerSettings());
-      if (Error E = checkOptimizer(T.optimizer(), S, TL.nested(T, "optimizer")))
+      Locator OL = TL.nested(T, "optimizer");
+      if (Error E = checkOptimizer(T.optimizer(), S, OL))
         return E;
       G.setOptimizer(S);
+      // For the warnings about fields the optimizer does not use.
+      forEachSetField(T.optimizer(), [&](StringRef F) {
+        G.setOptimizerLoc(F, OL.at(T.optimizer(), F));
+      });
+      if (T.optimizer().has_nesterov())
+        G.setOptimizerLoc("nesterov", OL.at(T.optimizer(), "nesterov"));
     }
     if (T.batch_size() < 0)
       return makeError(TL.at(T, "batch_size"), "batch size must be positive");

@@ -227,6 +227,7 @@ std::unique_ptr<Graph> Graph::clone() const {
   C->BatchSize = BatchSize;
   C->DefaultBatch = DefaultBatch;
   C->Optimizer = Optimizer;
+  C->OptimizerLocs = OptimizerLocs;
   return C;
 }
 

@@ -119,6 +119,45 @@ static Error shareReplicaZeroValues(Graph &G, const DeploymentConfig &C,
   return Error::success();
 }
 
+/// Warns about optimizer fields with a value other than their default that
+/// the optimizer does not read (`momentum` for SGD, `beta1` for momentum),
+/// or that a decay without its other half leaves without effect: TF would
+/// have refused such arguments, and here they would change nothing.
+static void warnUnusedOptimizerFields(const Graph &G, PassContext &Ctx,
+                                      const OptimizerSettings &O) {
+  const DeploymentConfig &C = Ctx.Config;
+  const OptimizerSettings Default;
+  using K = OptimizerSettings::Kind;
+  auto Where = [&](StringRef Field) {
+    return C.OptimizerFieldsSet.lookup(Field) ? C.originOf(Field)
+                                              : G.getOptimizerLoc(Field);
+  };
+  StringRef Kind = optimizerKindName(O.K);
+  auto Unused = [&](StringRef Field, bool Differs, StringRef UsedBy) {
+    if (Differs)
+      Ctx.Diags.warning(Where(Field), Field + " is not used by optimizer " +
+                                          Kind + " (only " + UsedBy +
+                                          " uses it): it has no effect");
+  };
+  if (O.K != K::Momentum) {
+    Unused("momentum", O.Momentum != Default.Momentum, "momentum");
+    Unused("nesterov", O.Nesterov != Default.Nesterov, "momentum");
+  }
+  if (O.K != K::Adam) {
+    Unused("beta1", O.Beta1 != Default.Beta1, "adam");
+    Unused("beta2", O.Beta2 != Default.Beta2, "adam");
+    Unused("epsilon", O.Epsilon != Default.Epsilon, "adam");
+  }
+  if (O.DecaySteps == 0 && O.DecayRate != Default.DecayRate)
+    Ctx.Diags.warning(Where("decay_rate"),
+                      "decay_rate has no effect without decay_steps: the "
+                      "learning rate stays constant");
+  if (O.DecaySteps > 0 && O.DecayRate == 1)
+    Ctx.Diags.warning(Where("decay_steps"),
+                      "decay_steps has no effect with decay_rate 1 (its "
+                      "default): the learning rate stays constant");
+}
+
 Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
   if (Error E = requireReplicated(G, getName()))
     return E;
@@ -136,6 +175,7 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
   std::string Why = checkOptimizerField(O, "learning_rate");
   if (!Why.empty())
     return makeError(C.originOf("learning_rate"), Why);
+  warnUnusedOptimizerFields(G, Ctx, O);
 
   for (StringRef Name : {"global_step", "train_op", "global_step/AssignAdd"})
     if (Node *Taken = G.lookup(Name))

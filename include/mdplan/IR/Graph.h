@@ -381,6 +381,15 @@ public:
     return Optimizer;
   }
   void setOptimizer(OptimizerSettings S) { Optimizer = S; }
+  /// Where the graph file set optimizer field \p Field (`momentum`); the
+  /// file without a position when it did not.
+  SourceLoc getOptimizerLoc(llvm::StringRef Field) const {
+    auto It = OptimizerLocs.find(Field);
+    return It == OptimizerLocs.end() ? SourceLoc{FileName, 0, 0} : It->second;
+  }
+  void setOptimizerLoc(llvm::StringRef Field, SourceLoc Loc) {
+    OptimizerLocs[Field] = Loc;
+  }
   /// Per-clone batch size the graph file suggests, 0 when none.
   int64_t getDefaultBatchSize() const { return DefaultBatch; }
   void setDefaultBatchSize(int64_t B) { DefaultBatch = B; }
@@ -405,6 +414,7 @@ private:
   llvm::SetVector<Node *> Collections[NumCollections];
   NamedOutputs Outputs;
   llvm::StringMap<SourceLoc> OutputLocs;
+  llvm::StringMap<SourceLoc> OptimizerLocs;
 
   DeviceStack Root;
   std::deque<DeviceStack> Stacks;
