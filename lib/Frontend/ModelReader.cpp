@@ -44,9 +44,59 @@ using ParseInfoTree = pb::TextFormat::ParseInfoTree;
 constexpr int MaxNesting = 1000;
 
 /// Collects the first syntax error of the protobuf text parser.
+/// "A, B or C": the values of \p D to suggest (not DT_INVALID, which only
+/// stands for "unset").
+static std::string enumValueNames(const pb::EnumDescriptor *D) {
+  std::vector<StringRef> Valid;
+  for (int I = 0, N = D->value_count(); I < N; ++I)
+    if (!StringRef(D->value(I)->name()).endswith("INVALID"))
+      Valid.push_back(D->value(I)->name());
+  std::string Names;
+  for (size_t I = 0; I < Valid.size(); ++I)
+    Names += (I == 0                  ? ""
+              : I + 1 == Valid.size() ? " or "
+                                      : ", ") +
+             Valid[I].str();
+  return Names;
+}
+
+/// The enum of field \p Field of the messages reachable from \p Root: the
+/// one such enum, or the one of the message that field \p Enclosing (the
+/// field the value is written in, `optimizer`) holds; null when unknown.
+static const pb::EnumDescriptor *findEnumField(const pb::Descriptor *Root,
+                                               StringRef Field,
+                                               StringRef Enclosing) {
+  std::vector<const pb::Descriptor *> Todo{Root}, Seen;
+  const pb::EnumDescriptor *Only = nullptr, *InEnclosing = nullptr;
+  bool Several = false;
+  while (!Todo.empty()) {
+    const pb::Descriptor *D = Todo.back();
+    Todo.pop_back();
+    if (is_contained(Seen, D))
+      continue;
+    Seen.push_back(D);
+    for (int I = 0; I < D->field_count(); ++I) {
+      const pb::FieldDescriptor *F = D->field(I);
+      if (F->message_type()) {
+        Todo.push_back(F->message_type());
+        if (F->name() == Enclosing)
+          if (const pb::FieldDescriptor *E =
+                  F->message_type()->FindFieldByName(Field.str()))
+            InEnclosing = E->enum_type();
+      }
+      if (F->name() == Field && F->enum_type()) {
+        Several |= Only && Only != F->enum_type();
+        Only = F->enum_type();
+      }
+    }
+  }
+  return Several ? InEnclosing : Only;
+}
+
 class SyntaxErrors : public pb::io::ErrorCollector {
 public:
-  explicit SyntaxErrors(StringRef File) : File(File) {}
+  SyntaxErrors(StringRef File, StringRef Text, const pb::Descriptor *Root)
+      : File(File), Text(Text), Root(Root) {}
 
   void AddError(int Line, pb::io::ColumnNumber Col,
                 const std::string &Message) override {
@@ -57,6 +107,18 @@ public:
       Err = makeError(Loc, "messages nested too deeply (more than " +
                                Twine(MaxNesting) + " levels)");
       return;
+    }
+    // `Unknown enumeration value of "RMSPROP" for field "kind".`, at the
+    // token after the value: at the value instead, naming the values.
+    StringRef Rest = Message;
+    if (Rest.consume_front("Unknown enumeration value of \"")) {
+      auto [Value, Tail] = Rest.split('"');
+      StringRef Field = Tail;
+      if (Field.consume_front(" for field \"")) {
+        Field = Field.split('"').first;
+        Err = unknownEnumValue(Value, Field, Line, Col, Loc);
+        return;
+      }
     }
     std::string Msg = Message;
     // Protobuf's messages are sentences; diagnostics are not.
@@ -73,7 +135,62 @@ public:
   Error take() { return Err ? std::move(Err) : Error::success(); }
 
 private:
+  /// The error for enum value \p Value of field \p Field, reported at
+  /// (\p Line, \p Col) (0-based, tabs to multiples of 8, as protobuf
+  /// counts): located at the last whole word \p Value before that point.
+  Error unknownEnumValue(StringRef Value, StringRef Field, int Line, int Col,
+                         SourceLoc Loc) {
+    size_t At = StringRef::npos;
+    unsigned AtLine = 0, AtCol = 0;
+    int L = 0, C = 0;
+    auto IsWord = [](char Ch) { return isAlnum(Ch) || Ch == '_'; };
+    for (size_t I = 0; I < Text.size() && (L < Line || (L == Line && C < Col));
+         ++I) {
+      if (Text.substr(I).startswith(Value) &&
+          (I == 0 || !IsWord(Text[I - 1])) &&
+          (I + Value.size() == Text.size() ||
+           !IsWord(Text[I + Value.size()]))) {
+        At = I;
+        AtLine = unsigned(L + 1);
+        AtCol = unsigned(C + 1);
+      }
+      if (Text[I] == '\n') {
+        ++L;
+        C = 0;
+      } else {
+        C = Text[I] == '\t' ? C + 8 - C % 8 : C + 1;
+      }
+    }
+    // The field the value is written in: the name before the innermost
+    // '{' or '<' left open before it.
+    StringRef Enclosing;
+    if (At != StringRef::npos) {
+      Loc = SourceLoc{File, AtLine, AtCol};
+      int Depth = 0;
+      for (size_t I = At; I-- > 0;) {
+        char Ch = Text[I];
+        if (Ch == '}' || Ch == '>') {
+          ++Depth;
+        } else if ((Ch == '{' || Ch == '<') && Depth-- == 0) {
+          StringRef Before = Text.substr(0, I).rtrim().rtrim(':').rtrim();
+          size_t Start = Before.size();
+          while (Start > 0 && IsWord(Before[Start - 1]))
+            --Start;
+          Enclosing = Before.substr(Start);
+          break;
+        }
+      }
+    }
+    std::string Msg =
+        ("unknown value '" + Value + "' for field '" + Field + "'").str();
+    if (const pb::EnumDescriptor *E = findEnumField(Root, Field, Enclosing))
+      Msg += " (use " + enumValueNames(E) + ")";
+    return makeError(Loc, Msg);
+  }
+
   StringRef File;
+  StringRef Text;
+  const pb::Descriptor *Root;
   Error Err = Error::success();
 };
 
@@ -288,7 +405,7 @@ public:
     M.Clear();
     pb::TextFormat::Parser P;
     P.SetRecursionLimit(MaxNesting);
-    SyntaxErrors Errs(File);
+    SyntaxErrors Errs(File, Contents, M.GetDescriptor());
     P.RecordErrorsTo(&Errs);
     P.WriteLocationsTo(&Slow);
     if (Contents.size() > size_t(INT32_MAX))
@@ -389,19 +506,8 @@ static Error checkEnum(int V, const pb::EnumDescriptor *D, SourceLoc Loc,
                        StringRef What) {
   if (D->FindValueByNumber(V))
     return Error::success();
-  // The values to suggest: not DT_INVALID, which only stands for "unset".
-  std::vector<StringRef> Valid;
-  for (int I = 0, N = D->value_count(); I < N; ++I)
-    if (!StringRef(D->value(I)->name()).endswith("INVALID"))
-      Valid.push_back(D->value(I)->name());
-  std::string Names;
-  for (size_t I = 0; I < Valid.size(); ++I)
-    Names += (I == 0                  ? ""
-              : I + 1 == Valid.size() ? " or "
-                                      : ", ") +
-             Valid[I].str();
-  return makeError(Loc,
-                   "unknown " + What + " " + Twine(V) + " (use " + Names + ")");
+  return makeError(Loc, "unknown " + What + " " + Twine(V) + " (use " +
+                            enumValueNames(D) + ")");
 }
 
 /// Converts one attribute of the format to an Attr.
