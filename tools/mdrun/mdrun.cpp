@@ -273,7 +273,7 @@ static int mdrunMain(int argc, char **argv) {
        [&](const std::string &V) { return parseInt(V, T.EvalEvery, 1); }},
       {"no-eval", nullptr, "do not evaluate",
        [&](const std::string &) { return !(T.Eval = false); }},
-      {"print-losses", nullptr, "print every step's loss, full precision",
+      {"print-losses", nullptr, "print every step's loss (9 significant digits)",
        [&](const std::string &) { return T.PrintLosses = true; }},
       {"progress", nullptr, "progress bar on stderr (default: on a terminal)",
        [&](const std::string &) { return (T.Progress = 1) == 1; }},
