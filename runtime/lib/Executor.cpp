@@ -220,11 +220,12 @@ Status checkProcesses(const fb::Plan &P, const ExecutorOptions &Opts,
     return Status::ok();
   }
   if (Procs > 1 && Strategy == "ps" && PsTasks > 0)
-    return Status::error("the run has " + std::to_string(Procs) +
-                         " processes, but " + Which +
-                         " of the ps strategy, whose processes are its "
-                         "workers and parameter servers: give the executor "
-                         "all of them (ExecutorOptions::Cluster)");
+    return Status::error(
+        "the run has " + std::to_string(Procs) + " processes, but " + Which +
+        " of the ps strategy, whose processes are its workers and parameter "
+        "servers, and the run was not started as one (were the processes "
+        "given the plans of different deployments? a library caller gives "
+        "the executor ExecutorOptions::Cluster)");
   if (Procs > 1)
     return Status::error(
         "the run has " + std::to_string(Procs) +

@@ -194,7 +194,7 @@ struct Trainer::Impl {
   Status loadLatest(int64_t &Step, DataPosition &Position, bool &Found,
                     std::vector<std::vector<uint8_t>> &Values);
   Status checkAgreement(int64_t Total);
-  uint64_t dataDigest() const;
+  uint64_t dataDigest(const Dataset *D) const;
   /// \p FailedAt orders the processes' failures (asynchronous workers
   /// fail at different steps): the first is reported, not what it caused
   /// on the others.
@@ -705,20 +705,18 @@ Status Trainer::Impl::resume(int64_t &Step) {
   return Procs->agree(Restored);
 }
 
-/// The training and test data, for comparing processes: every feature's
-/// name, shape and bytes (data sets that differ only in some labels
-/// differ), and whether it is synthetic.
-uint64_t Trainer::Impl::dataDigest() const {
+/// The data set \p D (training or test), for comparing processes: every
+/// feature's name, shape and bytes (data sets that differ only in some
+/// labels differ), and whether it is synthetic.
+uint64_t Trainer::Impl::dataDigest(const Dataset *D) const {
   uint64_t H = hashName(Opts.Synthetic ? "synthetic" : "dataset");
-  for (const Dataset *D : {TrainData.get(), EvalData.get()}) {
-    H = hashName(D ? std::to_string(D->size()).c_str() : "none", H);
-    if (D)
-      for (const Feature &F : D->features()) {
-        H = hashName(F.Name.c_str(), H);
-        H = hashName(F.Array.str().c_str(), H);
-        H = digestBytes(F.Array.Data.data(), F.Array.Data.size(), H);
-      }
-  }
+  H = hashName(D ? std::to_string(D->size()).c_str() : "none", H);
+  if (D)
+    for (const Feature &F : D->features()) {
+      H = hashName(F.Name.c_str(), H);
+      H = hashName(F.Array.str().c_str(), H);
+      H = digestBytes(F.Array.Data.data(), F.Array.Data.size(), H);
+    }
   return H;
 }
 
@@ -747,7 +745,9 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
         std::to_string(D->num_replicas()) + "/" +
         (D->optimizer() ? D->optimizer()->str() : "") + "/" +
         std::to_string(D->learning_rate()));
-  for (int Prog : {TrainProg, EvalProg}) {
+  // The plan's evaluation program whether or not this process evaluates
+  // (--no-eval on one process is an evaluation setting, compared below).
+  for (int Prog : {TrainProg, Exec->programIndex("eval")}) {
     if (Prog < 0)
       continue;
     const fb::Program &FP = *P.programs()->Get(uint32_t(Prog));
@@ -808,12 +808,17 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
       {"plan (compiled from another model or deployment?)", PlanHash},
       {"run length (--steps, --epochs)", uint64_t(Total)},
       {"--seed", Opts.Seed},
-      {"data (--data, --synthetic, --synthetic-examples)", dataDigest()},
+      {"data (--data, --synthetic, --synthetic-examples)",
+       dataDigest(TrainData.get())},
       {"shuffling (--no-shuffle)", Opts.Shuffle},
       {"byte scaling (--raw-bytes)", Opts.ScaleBytes},
       {"evaluation (--no-eval, --eval-every, a test split)",
        uint64_t(Opts.Eval) | uint64_t(EvalData != nullptr) << 1 |
            uint64_t(Opts.EvalEvery) << 2},
+      // After the evaluation setting: a process that does not evaluate
+      // loads no test data.
+      {"test data (--data, --synthetic, --synthetic-examples)",
+       dataDigest(EvalData.get())},
       {"checkpoints (--checkpoint-dir, --checkpoint-every, --resume)",
        uint64_t(!Opts.CheckpointDir.empty()) | uint64_t(Opts.Resume) << 1 |
            uint64_t(Opts.CheckpointEvery) << 2},
@@ -857,6 +862,14 @@ Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
   std::vector<double> All{S.isOk() ? 0.0 : 1.0};
   if (Extra)
     All.insert(All.end(), Extra->begin(), Extra->end());
+  // A summary is the first clone's (of replica 0), as in one process, not
+  // a mean over the processes (a mean of ranges is no range): the other
+  // processes send zeros, and its mean is scaled back.
+  auto IsSummary = [](const fb::Output *O) {
+    return O->kind() == fb::OutputKind::Summary ||
+           O->kind() == fb::OutputKind::Histogram;
+  };
+  bool Lead = Procs->rank() == 0;
   size_t I = 0;
   if (FP.outputs())
     for (const fb::Output *O : *FP.outputs()) {
@@ -865,8 +878,9 @@ Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
       if (B->shape())
         for (int64_t D : *B->shape())
           N *= size_t(D);
+      bool Send = S.isOk() && (Lead || !IsSummary(O));
       for (size_t E = 0; E < N; ++E)
-        All.push_back(S.isOk() && I < Outs.size() && E < Outs[I].Values.size()
+        All.push_back(Send && I < Outs.size() && E < Outs[I].Values.size()
                           ? Outs[I].Values[E]
                           : 0.0);
       ++I;
@@ -878,9 +892,16 @@ Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
   if (Extra)
     for (double &V : *Extra)
       V = All[At++];
-  for (OutputValue &O : Outs)
+  I = 0;
+  for (OutputValue &O : Outs) {
+    double Scale = FP.outputs() && I < FP.outputs()->size() &&
+                           IsSummary(FP.outputs()->Get(uint32_t(I)))
+                       ? double(Procs->size())
+                       : 1.0;
     for (double &V : O.Values)
-      V = All[At++];
+      V = All[At++] * Scale;
+    ++I;
+  }
   return Status::ok();
 }
 
