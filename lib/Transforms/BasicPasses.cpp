@@ -151,7 +151,21 @@ public:
     Roots.push_back(G.deployState().TrainOp);
     for (const auto &[Name, T] : G.outputs())
       Roots.push_back(T.N);
+    // The model's variables (not the passes' slots, nor mirrored copies).
+    std::vector<std::pair<std::string, SourceLoc>> Variables;
+    for (const auto &N : G.nodes())
+      if (N->getOp().isVariable() && N->getLoc().isValid() &&
+          !G.deployState().MirrorOf.count(N.get()))
+        Variables.emplace_back(N->getName(), N->getLoc());
     pruneUnreachable(G, Roots);
+    // TF's Saver would still save such a variable; here it is gone.
+    for (const auto &[Name, Loc] : Variables)
+      if (!G.lookup(Name))
+        Ctx.Diags.warning(Loc, "variable '" + Name +
+                                   "' is read by nothing the training step "
+                                   "computes nor by a named output: pruned "
+                                   "(it is not in the plan, nor in its "
+                                   "checkpoints)");
     return Error::success();
   }
 };
