@@ -862,12 +862,12 @@ Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
   std::vector<double> All{S.isOk() ? 0.0 : 1.0};
   if (Extra)
     All.insert(All.end(), Extra->begin(), Extra->end());
-  // A summary is the first clone's (of replica 0), as in one process, not
+  // A histogram is the first clone's (of replica 0), as in one process, not
   // a mean over the processes (a mean of ranges is no range): the other
-  // processes send zeros, and its mean is scaled back.
+  // processes send zeros, and its mean is scaled back. Scalar summaries
+  // (total_loss: the whole step's) stay means.
   auto IsSummary = [](const fb::Output *O) {
-    return O->kind() == fb::OutputKind::Summary ||
-           O->kind() == fb::OutputKind::Histogram;
+    return O->kind() == fb::OutputKind::Histogram;
   };
   bool Lead = Procs->rank() == 0;
   size_t I = 0;
