@@ -333,8 +333,9 @@ TEST(ParameterServerTest, ExecutorChecksTheCluster) {
   EXPECT_EQ(createError(plan(0, 2, 1), Plain),
             "the run has 2 processes, but the plan is replica 0 of 2 of the "
             "ps strategy, whose processes are its workers and parameter "
-            "servers: give the executor all of them "
-            "(ExecutorOptions::Cluster)");
+            "servers, and the run was not started as one (were the "
+            "processes given the plans of different deployments? a library "
+            "caller gives the executor ExecutorOptions::Cluster)");
 }
 
 /// A transport whose tags end early.
