@@ -648,7 +648,7 @@ Status Trainer::Impl::loadLatest(int64_t &Step, DataPosition &Position,
         std::to_string(TrainData->size()) +
         " (resume with the same data: --data, --synthetic-examples)");
   bool RawBytes = !Opts.ScaleBytes && !Opts.Synthetic;
-  if (C->State.DataExamples >= 0 && C->State.RawBytes != RawBytes)
+  if (C->Version >= 3 && C->State.RawBytes != RawBytes)
     return Status::error("checkpoint '" + *Latest +
                          "' was written by a run that reads bytes " +
                          (C->State.RawBytes ? "unscaled (resume with "

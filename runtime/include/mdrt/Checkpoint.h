@@ -32,10 +32,11 @@
 
 namespace mdrt {
 
-/// The version of the file format this runtime writes. It reads this one
-/// and version 1 (which records nothing of the training data but the
-/// position in it).
-constexpr uint32_t CheckpointFormatVersion = 2;
+/// The version of the file format this runtime writes. It reads this one,
+/// version 2 (which does not record whether the run scaled its bytes) and
+/// version 1 (which records nothing of the training data but the position
+/// in it).
+constexpr uint32_t CheckpointFormatVersion = 3;
 
 /// The scalar state of a run.
 struct CheckpointState {
@@ -53,8 +54,8 @@ struct CheckpointState {
   int64_t DataExamples = -1;
   bool Shuffled = false;
   bool Synthetic = false;
-  /// Whether the run read its ubyte features unscaled (mdrun --raw-bytes);
-  /// false in files written before this was recorded.
+  /// Whether the run read its ubyte features unscaled (mdrun --raw-bytes).
+  /// Recorded from format version 3; false in older files.
   bool RawBytes = false;
 };
 

@@ -4,11 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// File format, version 2. All integers are little-endian.
+// File format, version 3. All integers are little-endian.
 //
 //   offset  size  field
 //        0     8  magic "MDRTCKPT"
-//        8     4  u32 format version (2)
+//        8     4  u32 format version (3)
 //       12     4  u32 header size (88)
 //       16     8  u64 file size in bytes, the trailing checksum included
 //       24     8  u64 plan fingerprint
@@ -18,7 +18,8 @@
 //       56     8  u64 run seed
 //       64     4  u32 number of tensors
 //       68     4  u32 flags: bit 0, the run shuffles its training data;
-//                     bit 1, the data is synthetic
+//                     bit 1, the data is synthetic; bit 2, its bytes are
+//                     read unscaled (mdrun --raw-bytes)
 //       72     8  i64 examples of the training data
 //       80     8  u64 reserved, 0
 //       88        the tensors, one after the other:
@@ -33,9 +34,10 @@
 //                   the data, row-major, little-endian
 //      end-4     4  u32 CRC32 (zlib's crc32) of every byte before it
 //
-// Version 1 (still read) has a header of 72 bytes: offset 68 is reserved
-// and the tensors start at 72; it records no training data but the
-// position in it.
+// Version 2 (still read) is the same but for flag bit 2, which it does not
+// have. Version 1 (still read) has a header of 72 bytes: offset 68 is
+// reserved and the tensors start at 72; it records no training data but
+// the position in it.
 //
 // Readers check, in order: magic, version, header size, file size against
 // the header (truncation), the checksum, then the tensors' structure.
@@ -65,7 +67,7 @@ using namespace mdrt;
 namespace {
 
 constexpr char Magic[8] = {'M', 'D', 'R', 'T', 'C', 'K', 'P', 'T'};
-/// The header this runtime writes (version 2), and version 1's.
+/// The header this runtime writes (versions 2 and 3), and version 1's.
 constexpr size_t HeaderSize = 88;
 constexpr size_t HeaderSizeV1 = 72;
 constexpr size_t ChecksumSize = 4;
@@ -390,10 +392,10 @@ StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
                          " bytes, fewer than the smallest checkpoint (" +
                          std::to_string(HeaderSizeV1 + ChecksumSize) + ")");
   uint32_t Version = getLE<uint32_t>(Bytes + 8);
-  if (Version != 1 && Version != CheckpointFormatVersion)
+  if (Version < 1 || Version > CheckpointFormatVersion)
     return Status::error(What + " has format version " +
                          std::to_string(Version) +
-                         "; this runtime reads versions 1 and " +
+                         "; this runtime reads versions 1 to " +
                          std::to_string(CheckpointFormatVersion));
   const size_t Header = Version == 1 ? HeaderSizeV1 : HeaderSize;
   uint32_t HSize = getLE<uint32_t>(Bytes + 12);
@@ -430,7 +432,9 @@ StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
   uint32_t Count = getLE<uint32_t>(Bytes + 64);
   if (Version >= 2) {
     uint32_t Flags = getLE<uint32_t>(Bytes + 68);
-    if (Flags & ~7u)
+    // Version 2 knows bits 0 and 1; version 3 adds bit 2.
+    uint32_t Known = Version == 2 ? 3u : 7u;
+    if (Flags & ~Known)
       return Status::error(What + " is corrupt: unknown flags " + hex32(Flags));
     C.State.Shuffled = Flags & 1;
     C.State.Synthetic = Flags & 2;

@@ -162,7 +162,7 @@ TEST(CheckpointTest, Layout) {
   const std::vector<uint8_t> &B = *Enc;
   ASSERT_GE(B.size(), 92u);
   EXPECT_EQ(std::string(B.begin(), B.begin() + 8), "MDRTCKPT");
-  EXPECT_EQ(B[8], 2); // Version, little-endian.
+  EXPECT_EQ(B[8], 3); // Version, little-endian.
   EXPECT_EQ(B[12], 88);
   uint64_t Size;
   std::memcpy(&Size, B.data() + 16, 8);
@@ -303,10 +303,14 @@ TEST(CheckpointTest, HeaderErrors) {
   EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "m"),
                    "checkpoint 'm' is not a checkpoint (bad magic)");
   Bad = *Enc;
-  Bad[8] = 3;
+  Bad[8] = 4;
   EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "v"),
-                   "checkpoint 'v' has format version 3; this runtime reads "
-                   "versions 1 and 2");
+                   "checkpoint 'v' has format version 4; this runtime reads "
+                   "versions 1 to 3");
+  Bad[8] = 0;
+  EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "v"),
+                   "checkpoint 'v' has format version 0; this runtime reads "
+                   "versions 1 to 3");
   Bad = *Enc;
   Bad[12] = 72;
   EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "h"),
@@ -330,6 +334,32 @@ void reseal(std::vector<uint8_t> &Bytes) {
   size_t N = Bytes.size() - 4;
   uint32_t Crc = uint32_t(crc32(crc32(0, nullptr, 0), Bytes.data(), uInt(N)));
   putLE<uint32_t>(Bytes, N, Crc);
+}
+
+TEST(CheckpointTest, ReadsVersion2) {
+  // Version 2 has the layout of version 3 but no flag bit 2 (bytes read
+  // unscaled): a version 2 file with that bit is damaged, and one without
+  // it reads as scaled.
+  Fixture F;
+  StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
+  ASSERT_TRUE(Enc.isOk());
+  std::vector<uint8_t> V2 = *Enc;
+  ASSERT_GE(V2.size(), 92u);
+  V2[8] = 2; // The version, little-endian.
+  ASSERT_EQ(V2[68], 7);
+  reseal(V2);
+  EXPECT_ERROR_HAS(parseCheckpoint(V2.data(), V2.size(), "v2"),
+                   "checkpoint 'v2' is corrupt: unknown flags 0x00000007");
+  V2[68] = 3;
+  reseal(V2);
+  StatusOr<Checkpoint> C = parseCheckpoint(V2.data(), V2.size(), "v2");
+  ASSERT_TRUE(C.isOk()) << errorOf(C);
+  EXPECT_EQ(C->Version, 2u);
+  EXPECT_TRUE(C->State.Shuffled);
+  EXPECT_TRUE(C->State.Synthetic);
+  EXPECT_FALSE(C->State.RawBytes);
+  EXPECT_EQ(C->State.DataExamples, 60000);
+  EXPECT_EQ(C->State.Step, 1234);
 }
 
 TEST(CheckpointTest, StructureErrorsBehindAValidChecksum) {
