@@ -470,28 +470,45 @@ static Status openForWriting(std::ofstream &Out, const std::string &Path,
 
 /// Checks that \p Path can be written without emptying it: a run refused
 /// later (a checkpoint that does not fit) leaves the earlier run's file.
+/// Only a regular file (or a missing one) is probed by opening it: opening
+/// a FIFO waits for its reader, and the run opens it once, later.
 static Status checkWritable(const std::string &Path, const std::string &What) {
+  struct stat St;
+  if (::stat(Path.c_str(), &St) == 0 && !S_ISREG(St.st_mode)) {
+    if (S_ISDIR(St.st_mode))
+      return Status::error("cannot write " + What + " '" + Path +
+                           "': Is a directory");
+    return Status::ok();
+  }
   std::ofstream Out;
   return openForWriting(Out, Path, What, std::ios::app);
 }
 
 /// The metrics file of a run that resumed at step \p Step: the earlier
 /// runs' lines of the steps up to it (what the checkpoint holds) are kept,
-/// those after it dropped (the resumed run writes them again).
+/// those after it dropped (the resumed run writes them again), and so is a
+/// line cut short (a run killed while writing it). \p FinalEval: the run
+/// evaluates at \p Step again (it resumed at or past its last step, where
+/// the final evaluation follows the checkpoint), so that step's evaluation
+/// line is dropped too.
 static Status openResumedMetrics(std::ofstream &Out, const std::string &Path,
-                                 int64_t Step) {
+                                 int64_t Step, bool FinalEval) {
   std::vector<std::string> Kept;
   struct stat St;
   if (Step > 0 && ::stat(Path.c_str(), &St) == 0 && S_ISREG(St.st_mode)) {
     std::ifstream In(Path);
-    const std::string Prefix = "{\"step\":";
+    const std::string Prefix = "{\"step\":", Eval = ",\"eval_examples\":";
     for (std::string Line; std::getline(In, Line);) {
-      if (Line.compare(0, Prefix.size(), Prefix) != 0)
+      if (Line.compare(0, Prefix.size(), Prefix) != 0 || Line.back() != '}')
         continue;
       char *End = nullptr;
       long long S = std::strtoll(Line.c_str() + Prefix.size(), &End, 10);
-      if (End != Line.c_str() + Prefix.size() && S <= Step)
-        Kept.push_back(std::move(Line));
+      if (End == Line.c_str() + Prefix.size() || S > Step)
+        continue;
+      if (FinalEval && S == Step &&
+          std::strncmp(End, Eval.c_str(), Eval.size()) == 0)
+        continue;
+      Kept.push_back(std::move(Line));
     }
   }
   MDRT_RETURN_IF_ERROR(openForWriting(Out, Path, "metrics file"));
@@ -1039,7 +1056,8 @@ Status Trainer::run(TrainResult &R) {
   {
     Status Opened = Status::ok();
     if (!O.MetricsPath.empty() && T.isLead())
-      Opened = openResumedMetrics(T.Metrics, O.MetricsPath, Step);
+      Opened = openResumedMetrics(T.Metrics, O.MetricsPath, Step,
+                                  O.Eval && Step >= Total);
     if (Opened.isOk() && !O.TracePath.empty())
       Opened = openForWriting(T.TraceOut, O.TracePath, "trace");
     MDRT_RETURN_IF_ERROR(T.Procs->agree(Opened));
