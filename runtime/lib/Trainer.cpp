@@ -626,10 +626,13 @@ Status Trainer::Impl::loadLatest(int64_t &Step, DataPosition &Position,
   std::vector<ExpectedTensor> Expected;
   for (const VariableInfo &V : Exec->variables())
     Expected.push_back({V.Name, V.Type});
-  auto C = readCheckpoint(*Latest);
+  bool Damaged = false;
+  auto C = readCheckpoint(*Latest, &Damaged);
   if (!C.isOk()) {
     // A damaged latest file is not skipped (it may be the only sign of a
     // problem), but the way back to the one before is named.
+    if (!Damaged)
+      return C.status();
     auto Found = listCheckpoints(Opts.CheckpointDir);
     if (!Found.isOk() || Found->size() < 2)
       return C.status();

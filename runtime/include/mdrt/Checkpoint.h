@@ -103,13 +103,18 @@ Status writeCheckpoint(const std::string &Path, const CheckpointState &State,
 Status writeCheckpoint(const std::string &Path, const Checkpoint &C);
 
 /// Decodes and validates (magic, version, sizes, checksum) the bytes of a
-/// checkpoint; \p Name is used in messages.
+/// checkpoint; \p Name is used in messages. On an error, \p Damaged (when
+/// given) says whether the bytes are damaged (not a checkpoint, truncated,
+/// corrupt) rather than of a format version this runtime does not read.
 StatusOr<Checkpoint> parseCheckpoint(const uint8_t *Bytes, size_t Size,
-                                     const std::string &Name);
+                                     const std::string &Name,
+                                     bool *Damaged = nullptr);
 
 /// Reads and validates a checkpoint file; says nothing about whether it
-/// fits a plan (see checkCheckpoint).
-StatusOr<Checkpoint> readCheckpoint(const std::string &Path);
+/// fits a plan (see checkCheckpoint). \p Damaged as for parseCheckpoint
+/// (false when the file cannot be read).
+StatusOr<Checkpoint> readCheckpoint(const std::string &Path,
+                                    bool *Damaged = nullptr);
 
 /// Checks that \p C (read from \p Path, for messages) belongs to the plan
 /// with fingerprint \p Fingerprint and holds exactly the tensors of

@@ -382,8 +382,11 @@ Status mdrt::writeCheckpoint(const std::string &Path, const Checkpoint &C) {
   return writeCheckpoint(Path, C.State, Refs);
 }
 
-StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
-                                           const std::string &Name) {
+/// parseCheckpoint's work; \p VersionError set when the format version is
+/// refused.
+static StatusOr<Checkpoint> parseBytes(const uint8_t *Bytes, size_t Size,
+                                       const std::string &Name,
+                                       bool &VersionError) {
   std::string What = "checkpoint " + quote(Name);
   if (Size > 0 && std::memcmp(Bytes, Magic, std::min<size_t>(Size, 8)) != 0)
     return Status::error(What + " is not a checkpoint (bad magic)");
@@ -392,7 +395,8 @@ StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
                          " bytes, fewer than the smallest checkpoint (" +
                          std::to_string(HeaderSizeV1 + ChecksumSize) + ")");
   uint32_t Version = getLE<uint32_t>(Bytes + 8);
-  if (Version < 1 || Version > CheckpointFormatVersion)
+  VersionError = Version < 1 || Version > CheckpointFormatVersion;
+  if (VersionError)
     return Status::error(What + " has format version " +
                          std::to_string(Version) +
                          "; this runtime reads versions 1 to " +
@@ -517,7 +521,20 @@ StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
   return C;
 }
 
-StatusOr<Checkpoint> mdrt::readCheckpoint(const std::string &Path) {
+StatusOr<Checkpoint> mdrt::parseCheckpoint(const uint8_t *Bytes, size_t Size,
+                                           const std::string &Name,
+                                           bool *Damaged) {
+  bool VersionError = false;
+  StatusOr<Checkpoint> C = parseBytes(Bytes, Size, Name, VersionError);
+  if (Damaged)
+    *Damaged = !C.isOk() && !VersionError;
+  return C;
+}
+
+StatusOr<Checkpoint> mdrt::readCheckpoint(const std::string &Path,
+                                          bool *Damaged) {
+  if (Damaged)
+    *Damaged = false;
   int Fd = ::open(Path.c_str(), O_RDONLY | O_CLOEXEC);
   if (Fd < 0)
     return Status::error("cannot open checkpoint " + quote(Path) + ": " +
@@ -542,7 +559,7 @@ StatusOr<Checkpoint> mdrt::readCheckpoint(const std::string &Path) {
     Bytes.insert(Bytes.end(), Buf, Buf + R);
   }
   ::close(Fd);
-  return parseCheckpoint(Bytes.data(), Bytes.size(), Path);
+  return parseCheckpoint(Bytes.data(), Bytes.size(), Path, Damaged);
 }
 
 Status mdrt::checkCheckpoint(const Checkpoint &C, const std::string &Path,

@@ -316,10 +316,25 @@ TEST(CheckpointTest, HeaderErrors) {
   EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "h"),
                    "checkpoint 'h' is corrupt: header size 72, expected 88");
 
+  // Damage, told from a version this runtime does not read.
+  bool Damaged = false;
+  EXPECT_FALSE(parseCheckpoint(Bad.data(), Bad.size(), "h", &Damaged).isOk());
+  EXPECT_TRUE(Damaged);
+  Bad = *Enc;
+  Bad[8] = 4;
+  EXPECT_FALSE(parseCheckpoint(Bad.data(), Bad.size(), "v", &Damaged).isOk());
+  EXPECT_FALSE(Damaged);
+  EXPECT_FALSE(parseCheckpoint(Enc->data(), 50, "t", &Damaged).isOk());
+  EXPECT_TRUE(Damaged);
+  EXPECT_TRUE(parseCheckpoint(Enc->data(), Enc->size(), "ok", &Damaged).isOk());
+  EXPECT_FALSE(Damaged);
+
   TempDir Dir;
-  EXPECT_ERROR_HAS(readCheckpoint(Dir.file("none")),
+  Damaged = true;
+  EXPECT_ERROR_HAS(readCheckpoint(Dir.file("none"), &Damaged),
                    "cannot open checkpoint '" + Dir.file("none") +
                        "': No such file or directory");
+  EXPECT_FALSE(Damaged);
 }
 
 /// Little-endian field of \p Bytes at \p Off.
