@@ -96,8 +96,15 @@ StatusOr<std::vector<uint8_t>>
 encodeCheckpoint(const CheckpointState &State,
                  const std::vector<CheckpointTensorRef> &Tensors);
 
-/// Writes a checkpoint atomically: `<Path>.tmp.<pid>`, fsync, rename over
-/// \p Path, fsync of the directory. Tensor names must be unique.
+/// The temporary file writeCheckpoint writes \p Path through:
+/// `<Path>.tmp.<host>.<pid>`, host this host's name (characters other than
+/// letters, digits and '-' replaced by '-'), so that runs on several hosts
+/// sharing a directory tell their files apart.
+std::string checkpointTemporaryPath(const std::string &Path);
+
+/// Writes a checkpoint atomically: checkpointTemporaryPath(\p Path), fsync,
+/// rename over \p Path, fsync of the directory. Tensor names must be
+/// unique.
 Status writeCheckpoint(const std::string &Path, const CheckpointState &State,
                        const std::vector<CheckpointTensorRef> &Tensors);
 Status writeCheckpoint(const std::string &Path, const Checkpoint &C);
@@ -148,9 +155,12 @@ StatusOr<std::string> latestCheckpoint(const std::string &Dir);
 /// Removes all but the \p KeepLast checkpoints of highest step in \p Dir.
 Status pruneCheckpoints(const std::string &Dir, int KeepLast);
 
-/// Removes the temporary files (`<checkpoint>.tmp.<pid>`) that writers
-/// killed while writing left in \p Dir: those of a process that no longer
-/// runs on this host. Returns how many it removed.
+/// Removes the temporary files (checkpointTemporaryPath) that writers
+/// killed while writing left in \p Dir: those of this host of a process
+/// that no longer runs. Another host's files stay (whether its writer runs
+/// cannot be told from here), and so do those of the runtimes before the
+/// host was in the name (`<checkpoint>.tmp.<pid>`). Returns how many it
+/// removed.
 StatusOr<int> removeStaleTemporaries(const std::string &Dir);
 
 } // namespace mdrt

@@ -49,6 +49,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -334,10 +335,26 @@ mdrt::encodeCheckpoint(const CheckpointState &State,
   return std::move(S.Bytes);
 }
 
+/// This host's name as checkpoint temporaries carry it.
+static std::string hostTag() {
+  char Buf[256] = {};
+  if (::gethostname(Buf, sizeof(Buf) - 1) != 0 || !Buf[0])
+    return "unknown-host";
+  std::string Host(Buf);
+  for (char &C : Host)
+    if (!std::isalnum(static_cast<unsigned char>(C)) && C != '-')
+      C = '-';
+  return Host;
+}
+
+std::string mdrt::checkpointTemporaryPath(const std::string &Path) {
+  return Path + ".tmp." + hostTag() + "." + std::to_string(::getpid());
+}
+
 Status mdrt::writeCheckpoint(const std::string &Path,
                              const CheckpointState &State,
                              const std::vector<CheckpointTensorRef> &Tensors) {
-  std::string Tmp = Path + ".tmp." + std::to_string(::getpid());
+  std::string Tmp = checkpointTemporaryPath(Path);
   int Fd = ::open(Tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (Fd < 0)
     return Status::error("cannot create " + quote(Tmp) + ": " +
@@ -669,14 +686,19 @@ StatusOr<int> mdrt::removeStaleTemporaries(const std::string &Dir) {
     return 0;
   fs::directory_iterator It(Dir, EC);
   std::vector<std::string> Stale;
+  const std::string Host = hostTag();
   for (fs::directory_iterator End; !EC && It != End; It.increment(EC)) {
-    // ckpt-<digits>.mdck.tmp.<pid>, as writeCheckpoint names them.
+    // ckpt-<digits>.mdck.tmp.<host>.<pid>, as writeCheckpoint names them.
     std::string Name = It->path().filename().string();
     const std::string Prefix = "ckpt-", Mid = ".mdck.tmp.";
     size_t At = Name.find(Mid);
     if (Name.compare(0, Prefix.size(), Prefix) != 0 || At == std::string::npos)
       continue;
-    std::string Pid = Name.substr(At + Mid.size());
+    std::string Owner = Name.substr(At + Mid.size());
+    size_t Dot = Owner.rfind('.');
+    if (Dot == std::string::npos || Owner.substr(0, Dot) != Host)
+      continue;
+    std::string Pid = Owner.substr(Dot + 1);
     if (Pid.empty() || Pid.size() > 9 ||
         !std::all_of(Pid.begin(), Pid.end(),
                      [](char C) { return C >= '0' && C <= '9'; }))

@@ -547,7 +547,9 @@ TEST(CheckpointTest, WriteErrors) {
   // temporary is removed.
   std::string Taken = Dir.file("taken.mdck");
   ASSERT_TRUE(fs::create_directory(Taken));
-  std::string Tmp = Taken + ".tmp." + std::to_string(getpid());
+  std::string Tmp = checkpointTemporaryPath(Taken);
+  EXPECT_EQ(Tmp.rfind(Taken + ".tmp.", 0), 0u) << Tmp;
+  EXPECT_EQ(Tmp.substr(Tmp.rfind('.') + 1), std::to_string(getpid()));
   EXPECT_EQ(errorOf(writeCheckpoint(Taken, F.State, F.refs())),
             "writing checkpoint '" + Taken + "': cannot rename '" + Tmp +
                 "' to '" + Taken + "': Is a directory");
@@ -624,23 +626,35 @@ TEST(CheckpointTest, StaleTemporaries) {
   if (Dead == 0)
     _exit(0);
   ASSERT_EQ(waitpid(Dead, nullptr, 0), Dead);
-  std::string Gone =
-      Dir.file("ckpt-000000000004.mdck.tmp." + std::to_string(Dead));
-  std::string Mine =
-      Dir.file("ckpt-000000000008.mdck.tmp." + std::to_string(getpid()));
-  std::string Parent =
-      Dir.file("ckpt-000000000012.mdck.tmp." + std::to_string(getppid()));
-  for (const std::string &P :
-       {Gone, Mine, Parent, Dir.file("ckpt-000000000004.mdck"),
-        Dir.file("ckpt-1.mdck.tmp.x"), Dir.file("other.tmp.1")})
+  // Named as this host's writers name them: <checkpoint>.tmp.<host>.<pid>.
+  auto Temp = [&](const std::string &Checkpoint, pid_t Pid) {
+    std::string T = checkpointTemporaryPath(Dir.file(Checkpoint));
+    return T.substr(0, T.rfind('.') + 1) + std::to_string(Pid);
+  };
+  std::string Gone = Temp("ckpt-000000000004.mdck", Dead);
+  std::string Mine = Temp("ckpt-000000000008.mdck", getpid());
+  std::string Parent = Temp("ckpt-000000000012.mdck", getppid());
+  // Another host's writer (its pid means nothing here), and a file of the
+  // runtimes before the host was in the name.
+  std::string OtherHost =
+      Dir.file("ckpt-000000000016.mdck.tmp.elsewhere." + std::to_string(Dead));
+  std::string Legacy =
+      Dir.file("ckpt-000000000020.mdck.tmp." + std::to_string(Dead));
+  std::vector<std::string> Kept = {Mine,
+                                   Parent,
+                                   OtherHost,
+                                   Legacy,
+                                   Dir.file("ckpt-000000000004.mdck"),
+                                   Dir.file("ckpt-1.mdck.tmp.x"),
+                                   Dir.file("other.tmp.1")};
+  writeBytes(Gone, {1});
+  for (const std::string &P : Kept)
     writeBytes(P, {1});
   StatusOr<int> Removed = removeStaleTemporaries(Dir.Path);
   ASSERT_TRUE(Removed.isOk()) << errorOf(Removed);
   EXPECT_EQ(*Removed, 1);
   EXPECT_FALSE(fs::exists(Gone));
-  for (const std::string &P :
-       {Mine, Parent, Dir.file("ckpt-000000000004.mdck"),
-        Dir.file("ckpt-1.mdck.tmp.x"), Dir.file("other.tmp.1")})
+  for (const std::string &P : Kept)
     EXPECT_TRUE(fs::exists(P)) << P;
   Removed = removeStaleTemporaries(Dir.file("absent"));
   ASSERT_TRUE(Removed.isOk());
