@@ -135,18 +135,50 @@ public:
   Error take() { return Err ? std::move(Err) : Error::success(); }
 
 private:
+  /// Which bytes of the text are outside comments (`#` to the end of the
+  /// line) and quoted strings.
+  std::vector<bool> codeMask() const {
+    std::vector<bool> Code(Text.size(), true);
+    char Quote = 0;
+    bool Comment = false;
+    for (size_t I = 0; I < Text.size(); ++I) {
+      char Ch = Text[I];
+      if (Comment || Quote)
+        Code[I] = false;
+      if (Ch == '\n') {
+        Comment = false;
+        Quote = 0;
+      } else if (Comment) {
+      } else if (Quote) {
+        if (Ch == '\\' && I + 1 < Text.size() && Text[I + 1] != '\n')
+          Code[++I] = false;
+        else if (Ch == Quote)
+          Quote = 0;
+      } else if (Ch == '#') {
+        Comment = true;
+        Code[I] = false;
+      } else if (Ch == '"' || Ch == '\'') {
+        Quote = Ch;
+        Code[I] = false;
+      }
+    }
+    return Code;
+  }
+
   /// The error for enum value \p Value of field \p Field, reported at
   /// (\p Line, \p Col) (0-based, tabs to multiples of 8, as protobuf
-  /// counts): located at the last whole word \p Value before that point.
+  /// counts): located at the last whole word \p Value before that point
+  /// outside comments and strings.
   Error unknownEnumValue(StringRef Value, StringRef Field, int Line, int Col,
                          SourceLoc Loc) {
     size_t At = StringRef::npos;
     unsigned AtLine = 0, AtCol = 0;
     int L = 0, C = 0;
     auto IsWord = [](char Ch) { return isAlnum(Ch) || Ch == '_'; };
+    const std::vector<bool> Code = codeMask();
     for (size_t I = 0; I < Text.size() && (L < Line || (L == Line && C < Col));
          ++I) {
-      if (Text.substr(I).startswith(Value) &&
+      if (Code[I] && Text.substr(I).startswith(Value) &&
           (I == 0 || !IsWord(Text[I - 1])) &&
           (I + Value.size() == Text.size() ||
            !IsWord(Text[I + Value.size()]))) {
@@ -169,6 +201,8 @@ private:
       int Depth = 0;
       for (size_t I = At; I-- > 0;) {
         char Ch = Text[I];
+        if (!Code[I])
+          continue;
         if (Ch == '}' || Ch == '>') {
           ++Depth;
         } else if ((Ch == '{' || Ch == '<') && Depth-- == 0) {
