@@ -8,6 +8,8 @@
 #include "mdrt/Checkpoint.h"
 #include "mdrt/Random.h"
 
+#include "StopSignal.h"
+
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -1094,16 +1096,9 @@ Status Trainer::run(TrainResult &R) {
     return Own ? Own : T.Exec->serverStop();
   };
   bool StopNow = false;
-  // The stop value every process reports: this process's, or the one the
-  // processes that stopped got (from the means of "stopped" and of the
-  // value; where they got different ones, SIGTERM's).
+  // The stop value every process reports: this process's, or the one
+  // agreed from every process's votes (StopSignal.h).
   int AgreedStop = 0;
-  auto StopOf = [](double Stopped, double Value) {
-    if (Stopped <= 0)
-      return 0;
-    double V = Value / Stopped;
-    return std::abs(V - std::round(V)) < 1e-6 ? int(std::lround(V)) : SIGTERM;
-  };
   // The trace of the steps traced up to \p Last, the run's last step.
   // A run that fails still writes the trace it recorded (the file was
   // left empty, not JSON).
@@ -1195,11 +1190,12 @@ Status Trainer::run(TrainResult &R) {
     if (!Async) {
       // The processes stop after the same step: a stop rides on the step's
       // means.
-      std::vector<double> Stopping{double(LocalStop() != 0),
-                                   double(LocalStop())};
+      const int Own = LocalStop();
+      auto Votes = stopVotes(Own);
+      std::vector<double> Stopping(Votes.begin(), Votes.end());
       MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Ran, Outs, &Stopping));
       AgreedStop =
-          T.Procs->size() > 1 ? StopOf(Stopping[0], Stopping[1]) : LocalStop();
+          T.Procs->size() > 1 ? agreedStopSignal(Stopping.data()) : Own;
       StopNow = AgreedStop != 0;
       Loss = LossOf(Outs);
       MDRT_RETURN_IF_ERROR(Count(Loss));
@@ -1229,18 +1225,22 @@ Status Trainer::run(TrainResult &R) {
         // mean loss of the window (the ratio of the means is that of the
         // sums), and the mean seconds per step since the last meeting.
         double Now = seconds();
+        const int Own = LocalStop();
+        auto Votes = stopVotes(Own);
         std::vector<double> Window{
-            LossSum, double(LossCount), double(LocalStop() != 0),
+            LossSum,
+            double(LossCount),
             (Now - MetAt) / double(std::max<int64_t>(1, Step - MetAtStep)),
-            double(LocalStop())};
+            Votes[0],
+            Votes[1],
+            Votes[2]};
         // The first failure is reported, not its consequences.
         MDRT_RETURN_IF_ERROR(
             T.readTrainOutputs(Pending, Outs, &Window, PendingOrder));
-        AgreedStop =
-            T.Procs->size() > 1 ? StopOf(Window[2], Window[4]) : LocalStop();
+        AgreedStop = T.Procs->size() > 1 ? agreedStopSignal(&Window[3]) : Own;
         StopNow = AgreedStop != 0;
         // Every worker has the same means, so the same next meeting.
-        StopCheckAt = Step + nextStopCheck(Window[3]);
+        StopCheckAt = Step + nextStopCheck(Window[2]);
         MetAt = Now;
         MetAtStep = Step;
         Loss = LossOf(Outs);
@@ -1331,7 +1331,8 @@ Status Trainer::run(TrainResult &R) {
       R.StepsRun = Step - FirstStep;
       R.Seconds = seconds() - Start;
       R.ExamplesPerSecond = double(Examples) / std::max(R.Seconds, 1e-9);
-      R.StoppedBy = LocalStop() ? LocalStop() : AgreedStop;
+      const int Own = LocalStop();
+      R.StoppedBy = Own ? Own : AgreedStop;
       R.StoppedHere = O.Stop && O.Stop->load(std::memory_order_relaxed);
       if (!O.CheckpointDir.empty())
         R.Checkpoint = O.CheckpointDir + "/" + checkpointFileName(Step);
