@@ -113,16 +113,23 @@ public:
       if (!Arg.empty() && to_float(Arg, V))
         return false;
     } else {
-      // Decimal (a leading 0 is not octal: 010 is ten) or 0x hexadecimal.
-      unsigned Radix = Arg.startswith_insensitive("0x") ? 16 : 10;
-      StringRef Digits = Radix == 16 ? Arg.drop_front(2) : Arg;
-      // A sign goes before 0x, never after it.
-      if (Radix == 16 && (Digits.startswith("-") || Digits.startswith("+")))
-        Digits = "";
-      if (!Digits.empty() && !Digits.getAsInteger(Radix, V))
+      // Decimal (a leading 0 is not octal: 010 is ten) or 0x hexadecimal,
+      // either after a '-'.
+      StringRef Body = Arg;
+      bool Negative = Body.consume_front("-");
+      unsigned Radix = Body.startswith_insensitive("0x") ? 16 : 10;
+      std::string Digits = Arg.str();
+      if (Radix == 16) {
+        Body = Body.drop_front(2);
+        // A sign goes before 0x, never after it.
+        Digits = Body.empty() || Body.startswith("-") || Body.startswith("+")
+                     ? ""
+                     : ((Negative ? "-" : "") + Body).str();
+      }
+      if (!Digits.empty() && !StringRef(Digits).getAsInteger(Radix, V))
         return false;
       long long Wide;
-      if (!Digits.empty() && !Digits.getAsInteger(Radix, Wide)) {
+      if (!Digits.empty() && !StringRef(Digits).getAsInteger(Radix, Wide)) {
         badFlagValues().push_back(
             ("--" + O.ArgStr + " is out of range, got " + Arg).str());
         return false;
