@@ -333,7 +333,8 @@ Status mdrt::agreeOnPlans(ProcessGroup &Cluster, const ClusterLayout &Layout,
     if (All[size_t(S) * Row + W] != All[W])
       return Status::error(Cluster.rankName(S) + " has --seed " +
                            std::to_string(All[size_t(S) * Row + W]) + ", " +
-                           Cluster.rankName(0) + " " + std::to_string(All[W]) +
+                           Cluster.rankName(0) + " has " +
+                           std::to_string(All[W]) +
                            ": every process of the run needs the same seed "
                            "(the servers' variables start from it)");
   return Status::ok();
