@@ -108,6 +108,9 @@ if config.have_mpi and shutil.which("mpirun"):
                                probe.stderr.decode(errors="replace")[-300:])
     except (OSError, subprocess.SubprocessError) as e:
         lit_config.warning("mpirun failed (%s); the MPI tests are skipped" % e)
+# A device that refuses every write (ENOSPC): the output-error tests.
+if os.path.exists("/dev/full"):
+    config.available_features.add("dev-full")
 if os.path.isdir("/usr/share/datasets/fashion-mnist"):
     config.available_features.add("fashion-mnist")
 try:

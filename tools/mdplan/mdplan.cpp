@@ -459,6 +459,41 @@ static llvm::Timer *phase(llvm::Timer PhaseTimers::*T) {
   return Phases ? &(Phases.get()->*T) : nullptr;
 }
 
+/// Keeps \p Out once all of it is written: an error writing it (a full
+/// disk, /dev/full) is mdplan's error, and the file is removed, rather than
+/// LLVM's fatal "IO failure on output stream" when the stream closes.
+static Error keepOutput(ToolOutputFile &Out, StringRef Path) {
+  raw_fd_ostream &OS = Out.os();
+  OS.flush();
+  if (Path != "-" && !OS.has_error())
+    OS.close();
+  if (!OS.has_error()) {
+    Out.keep();
+    return Error::success();
+  }
+  std::error_code EC = OS.error();
+  OS.clear_error();
+  return makeError(
+      "cannot write " +
+      (Path == "-" ? std::string("standard output") : "'" + Path.str() + "'") +
+      ": " + EC.message());
+}
+
+/// An error writing what mdplan printed on standard output itself (--help,
+/// --version, --list-passes), reported at exit as mdplan's error rather
+/// than as LLVM's fatal "IO failure on output stream".
+static void checkStandardOutputAtExit() {
+  raw_fd_ostream &OS = outs();
+  OS.flush();
+  if (!OS.has_error())
+    return;
+  std::error_code EC = OS.error();
+  OS.clear_error();
+  errs() << "mdplan: error: cannot write standard output: " << EC.message()
+         << '\n';
+  std::_Exit(1);
+}
+
 /// --dump-plan: read a binary plan back, verify it and print it.
 static Error dumpPlan() {
   auto Plan = mdrt::PlanFile::load(DumpPlan);
@@ -471,8 +506,7 @@ static Error dumpPlan() {
   std::ostringstream SS;
   mdrt::printPlanText((*Plan)->plan(), SS);
   Out.os() << SS.str();
-  Out.keep();
-  return Error::success();
+  return keepOutput(Out, OutputFile);
 }
 
 /// Compiles \p Model for deployment \p C and writes what --emit asks for to
@@ -584,7 +618,8 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
   case EmitKind::None:
     break;
   }
-  Out.keep();
+  if (Error E = keepOutput(Out, Path))
+    return E;
   // The process ends here: freeing a large graph node by node only costs
   // time (as clang's -disable-free).
   BuryPointer(std::move(Comp->Train));
@@ -711,8 +746,7 @@ static Error runTool(SourceMgr &SM) {
     if (EC)
       return makeError("cannot open '" + OutputFile + "': " + EC.message());
     printDeployment(Config, Out.os());
-    Out.keep();
-    return Error::success();
+    return keepOutput(Out, OutputFile);
   }
   if (InputFile.empty())
     return makeError("no model file given (mdplan MODEL [options])");
@@ -769,6 +803,10 @@ static void tuneMalloc() {
 int main(int argc, char **argv) {
   tuneMalloc();
   InitLLVM X(argc, argv);
+  // The streams first, so that the check runs before their destructors.
+  outs();
+  errs();
+  std::atexit(checkStandardOutputAtExit);
   // mdplan's own version (CMake's project version), not LLVM's.
   cl::SetVersionPrinter([](raw_ostream &OS) { OS << planProducer() << '\n'; });
   cl::HideUnrelatedOptions({&MainCat, &DeployCat, &OptCat});
@@ -779,13 +817,25 @@ int main(int argc, char **argv) {
   bool Parsed;
   {
     raw_string_ostream OptionErrorStream(OptionErrors);
-    StderrCapture Capture;
+    // --help and --version print and exit inside the parser: stderr stays
+    // as it is, so that an error writing their output is seen.
+    bool Exits = false;
+    for (int I = 1; I < argc; ++I) {
+      StringRef A(argv[I]);
+      if (A == "--" || A == "-")
+        break;
+      A = A.ltrim('-').split('=').first;
+      Exits |= A.startswith("help") || A == "version";
+    }
+    std::optional<StderrCapture> Capture;
+    if (!Exits)
+      Capture.emplace();
     Parsed = cl::ParseCommandLineOptions(
         argc, argv,
         "mdplan: compile one replica of a model and a deployment into a "
         "placed training step\n",
         &OptionErrorStream);
-    OptionErrors = Capture.take() + OptionErrorStream.str();
+    OptionErrors = (Capture ? Capture->take() : "") + OptionErrorStream.str();
   }
   if (!Parsed) {
     printErrors(makeError(SourceLoc{internFileName("<command line>"), 0, 0},

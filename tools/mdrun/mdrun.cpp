@@ -230,8 +230,8 @@ static int mdrunMain(int argc, char **argv) {
   std::ostream &Err = launcherRank() <= 0 ? errorStream() : NoErrors;
   TrainOptions T;
   std::string PlanPath, PrintCheckpoint;
-  bool DumpPlan = false, Help = false, Quiet = false, KeepGiven = false,
-       SyntheticExamplesGiven = false;
+  bool DumpPlan = false, Help = false, Version = false, Quiet = false,
+       KeepGiven = false, SyntheticExamplesGiven = false;
   int64_t I64 = 0;
   std::vector<Option> Opts = {
       {"data", "DIR", "IDX dataset directory (train and t10k splits)",
@@ -273,7 +273,8 @@ static int mdrunMain(int argc, char **argv) {
        [&](const std::string &V) { return parseInt(V, T.EvalEvery, 1); }},
       {"no-eval", nullptr, "do not evaluate",
        [&](const std::string &) { return !(T.Eval = false); }},
-      {"print-losses", nullptr, "print every step's loss (9 significant digits)",
+      {"print-losses", nullptr,
+       "print every step's loss (9 significant digits)",
        [&](const std::string &) { return T.PrintLosses = true; }},
       {"progress", nullptr, "progress bar on stderr (default: on a terminal)",
        [&](const std::string &) { return (T.Progress = 1) == 1; }},
@@ -353,6 +354,8 @@ static int mdrunMain(int argc, char **argv) {
        [&](const std::string &V) { return parseInt(V, T.TermAtStep, 1); }},
       {"help", nullptr, "this text",
        [&](const std::string &) { return Help = true; }},
+      {"version", nullptr, "print mdrun's version and exit",
+       [&](const std::string &) { return Version = true; }},
   };
 
   for (int A = 1; A < argc; ++A) {
@@ -400,6 +403,10 @@ static int mdrunMain(int argc, char **argv) {
   }
   if (Help) {
     usage(Opts, std::cout);
+    return 0;
+  }
+  if (Version) {
+    std::cout << "mdrun " MDPLAN_VERSION_STRING "\n";
     return 0;
   }
   if (!PrintCheckpoint.empty())
@@ -627,11 +634,25 @@ static int serveTask(const std::string &PlanPath, const TrainOptions &T,
   return (*Server)->workersOutcome();
 }
 
+/// \p Code, or 1 when what mdrun printed on standard output could not all
+/// be written (a full disk, /dev/full), with a message.
+static int checkStandardOutput(int Code) {
+  errno = 0;
+  bool Failed = std::fflush(stdout) != 0;
+  int Err = errno;
+  if (!Failed && !std::ferror(stdout))
+    return Code;
+  errorStream() << "mdrun: error: cannot write standard output"
+                << (Failed && Err ? std::string(": ") + std::strerror(Err) : "")
+                << '\n';
+  return Code ? Code : 1;
+}
+
 int main(int argc, char **argv) {
   // The runtime reports errors as Status; anything thrown is a bug, but
   // still ends with a message and exit code 1, not an abort.
   try {
-    return mdrunMain(argc, argv);
+    return checkStandardOutput(mdrunMain(argc, argv));
   } catch (const std::exception &E) {
     errorStream() << "mdrun: error: internal error: " << E.what() << '\n';
   } catch (...) {
