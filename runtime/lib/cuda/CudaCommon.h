@@ -141,9 +141,18 @@ struct Context {
     if (E != cudaSuccess)
       return cudaStatus(E, "cudaMalloc");
     if (!Scratch.empty() && !Captured) {
-      cudaStreamSynchronize(Stream); // Work that used it has finished.
-      cudaFree(Scratch.back());
+      // The old buffer goes once the work that used it has finished.
+      E = cudaStreamSynchronize(Stream);
+      if (E != cudaSuccess) {
+        (void)cudaFree(P);
+        return cudaStatus(E, "cudaStreamSynchronize");
+      }
+      E = cudaFree(Scratch.back());
       Scratch.pop_back();
+      if (E != cudaSuccess) {
+        (void)cudaFree(P);
+        return cudaStatus(E, "cudaFree");
+      }
     }
     Scratch.push_back(P);
     ScratchBytes = Bytes;
@@ -157,7 +166,7 @@ struct Context {
   void releaseScratch() {
     std::lock_guard<std::mutex> L(M);
     for (void *P : Scratch)
-      cudaFree(P);
+      (void)cudaFree(P); // Nothing to report to on the way out.
     Scratch.clear();
     ScratchBytes = 0;
   }
