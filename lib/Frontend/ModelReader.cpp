@@ -28,6 +28,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
+#include <tuple>
 
 using namespace llvm;
 using namespace mdplan;
@@ -506,7 +507,7 @@ private:
                 const std::string &Prefix, const Prefixes &Scopes,
                 const DeviceStack *Stack, NodeRole Role);
   Error resolve(PendingNode &PN);
-  Error addRegularizer(Node *Var, double Scale);
+  Error addRegularizer(Node *Var, double Scale, SourceLoc Loc);
   Node *lookupRelative(StringRef Name, ArrayRef<std::string> Scopes) const;
   Error collection(const pb::RepeatedPtrField<std::string> &Names,
                    const desc::Model &M, StringRef Field, const Locator &L,
@@ -518,7 +519,9 @@ private:
   /// Every scope's prefix list, for the pending nodes (a deque: pushing
   /// keeps the others in place).
   std::deque<Prefixes> PrefixLists{Prefixes()};
-  std::vector<std::pair<Node *, double>> Regularizers;
+  /// The variables' regularizers: variable, scale, the `regularizer`
+  /// field.
+  std::vector<std::tuple<Node *, double, SourceLoc>> Regularizers;
 };
 
 } // namespace
@@ -773,7 +776,8 @@ Error ModelBuilder::addNode(const desc::Node &P, const Locator &L,
         return makeError(VL.at(V, "regularizer"),
                          "l2 regularization scale must not be negative");
       if (V.regularizer().l2() > 0)
-        Regularizers.emplace_back(N, V.regularizer().l2());
+        Regularizers.emplace_back(N, V.regularizer().l2(),
+                                  VL.at(V, "regularizer"));
     }
   }
 
@@ -1056,7 +1060,7 @@ Error ModelBuilder::addContainer(
   return Error::success();
 }
 
-Error ModelBuilder::addRegularizer(Node *Var, double Scale) {
+Error ModelBuilder::addRegularizer(Node *Var, double Scale, SourceLoc Loc) {
   GraphBuilder B(G);
   B.setPrefix((Var->getName() + "/Regularizer/l2_regularizer").str());
   B.setStack(Var->getStack());
@@ -1066,7 +1070,8 @@ Error ModelBuilder::addRegularizer(Node *Var, double Scale) {
     return E;
   DType T = Var->getOutputType(0).Elt;
   if (!isFloat(T))
-    return Var->error("only float variables can be regularized");
+    return makeError(Loc, "node '" + Var->getName() +
+                              "': only float variables can be regularized");
   TensorRef ScaleT = B.constant(Scale, T, {}, "scale");
   TensorRef L2 = B.out(OpKind::L2Loss, {TensorRef(Var)});
   Node *Reg = B.createNamed(B.getPrefix(), OpKind::Mul, {L2, ScaleT});
@@ -1186,8 +1191,8 @@ Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
                              (In.N->getNumOutputs() == 1 ? "" : "s"));
     }
   }
-  for (auto &[Var, Scale] : Regularizers)
-    if (Error E = addRegularizer(Var, Scale))
+  for (auto &[Var, Scale, Loc] : Regularizers)
+    if (Error E = addRegularizer(Var, Scale, Loc))
       return E;
 
   if (Error E = collection(M.loss(), M, "loss", L, Collection::Losses))
