@@ -224,10 +224,27 @@ static int mdrunMain(int argc, char **argv) {
   // Before any thread (MPI's, the data prefetcher, the devices') can read
   // the environment.
   mdrt::prepareNcclEnvironment();
-  std::ostream NoErrors(nullptr);
-  // Before the processes can agree on errors, the first of a launch prints
-  // them for all.
-  std::ostream &Err = launcherRank() <= 0 ? errorStream() : NoErrors;
+  // A command-line error: exit status 2. Under a launcher the processes
+  // may have other command lines (mpirun -n 1 mdrun A : -n 1 mdrun B), so
+  // they meet (the healthy ones once they have parsed theirs) and agree on
+  // the error of the lowest rank, which the first process prints.
+  auto UsageError = [&](const std::string &Message) {
+    if (launcherRank() < 0) {
+      errorStream() << "mdrun: error: " << Message << '\n';
+      return 2;
+    }
+    auto Group = createProcessGroup(argc, argv);
+    if (!Group.isOk()) {
+      if (launcherRank() == 0)
+        errorStream() << "mdrun: error: " << Message << '\n';
+      return 2;
+    }
+    // The lowest failing rank's error: on the first process, its own.
+    (void)(*Group)->agree(Status::error(Message));
+    if ((*Group)->rank() == 0)
+      errorStream() << "mdrun: error: " << Message << '\n';
+    return 2;
+  };
   TrainOptions T;
   std::string PlanPath, PrintCheckpoint;
   bool DumpPlan = false, Help = false, Version = false, Quiet = false,
@@ -362,9 +379,8 @@ static int mdrunMain(int argc, char **argv) {
     std::string Arg = argv[A];
     if (Arg.rfind("--", 0) != 0 || Arg == "--") {
       if (!PlanPath.empty()) {
-        Err << "mdrun: error: more than one plan given ('" << PlanPath
-            << "' and '" << Arg << "')\n";
-        return 2;
+        return UsageError("more than one plan given ('" + PlanPath + "' and '" +
+                          Arg + "')");
       }
       PlanPath = Arg;
       continue;
@@ -381,24 +397,19 @@ static int mdrunMain(int argc, char **argv) {
       if (Name == O.Name)
         Found = &O;
     if (!Found) {
-      Err << "mdrun: error: unknown option '--" << Name << "' (see --help)\n";
-      return 2;
+      return UsageError("unknown option '--" + Name + "' (see --help)");
     }
     if (Found->Value && !HasValue) {
       if (A + 1 >= argc) {
-        Err << "mdrun: error: --" << Name << " needs a value (" << Found->Value
-            << ")\n";
-        return 2;
+        return UsageError("--" + Name + " needs a value (" + Found->Value +
+                          ")");
       }
       Value = argv[++A];
     } else if (!Found->Value && HasValue) {
-      Err << "mdrun: error: --" << Name << " takes no value\n";
-      return 2;
+      return UsageError("--" + Name + " takes no value");
     }
     if (!Found->Set(Value)) {
-      Err << "mdrun: error: invalid value '" << Value << "' for --" << Name
-          << '\n';
-      return 2;
+      return UsageError("invalid value '" + Value + "' for --" + Name);
     }
   }
   if (Help) {
@@ -412,8 +423,7 @@ static int mdrunMain(int argc, char **argv) {
   if (!PrintCheckpoint.empty())
     return printCheckpoint(PrintCheckpoint);
   if (PlanPath.empty()) {
-    Err << "mdrun: error: no plan given (mdrun PLAN --data=DIR)\n";
-    return 2;
+    return UsageError("no plan given (mdrun PLAN --data=DIR)");
   }
   // Options that cannot go together, or need another.
   const char *Misuse = nullptr;
@@ -434,8 +444,7 @@ static int mdrunMain(int argc, char **argv) {
   else if (T.CheckpointDir.empty() && T.Resume)
     Misuse = "--resume needs --checkpoint-dir";
   if (Misuse && !DumpPlan) {
-    Err << "mdrun: error: " << Misuse << '\n';
-    return 2;
+    return UsageError(Misuse);
   }
 
   if (DumpPlan) {
@@ -454,6 +463,14 @@ static int mdrunMain(int argc, char **argv) {
     return 1;
   }
   std::unique_ptr<ProcessGroup> Procs = Group.take();
+  // The other processes' command-line errors (UsageError).
+  if (launcherRank() >= 0) {
+    if (Status S = Procs->agree(Status::ok()); !S.isOk()) {
+      if (Procs->rank() == 0)
+        errorStream() << "mdrun: error: " << S.message() << '\n';
+      return 2;
+    }
+  }
   if (Procs->size() == 1)
     return runReplica(PlanPath, T, Quiet, *Procs);
   // Anything thrown in one of several processes would leave the others
