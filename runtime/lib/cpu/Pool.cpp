@@ -4,7 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// MaxPool and MaxPoolGrad on NHWC images; padding counts as -infinity.
+// MaxPool and MaxPoolGrad on NHWC images; padding is never a window's
+// maximum. A maximum starts from the lowest finite value, as oneDNN's and
+// TensorFlow's CPU kernels start: a window of NaNs only (a NaN never wins)
+// or of -infinity only gives that value, on every path.
 //
 // float32 runs oneDNN's pooling on NHWC. MaxPoolGrad gets the forward
 // input rather than oneDNN's workspace, so it re-runs the forward (training
@@ -134,7 +137,7 @@ template <typename T> void MaxPoolKernel<T>::run(const ExecContext &Ctx) {
                   for (int64_t Ow = 0; Ow < P.OW; ++Ow) {
                     T *YP = Y + (R * P.OW + Ow) * C;
                     for (int64_t Cc = 0; Cc < C; ++Cc)
-                      YP[Cc] = -std::numeric_limits<T>::infinity();
+                      YP[Cc] = std::numeric_limits<T>::lowest();
                     for (int64_t Kh = 0; Kh < P.KH; ++Kh) {
                       int64_t Ih = Oh * P.SH - P.PT + Kh;
                       if (Ih < 0 || Ih >= P.H)
@@ -182,12 +185,12 @@ MDRT_CPU_CLONES void maxPoolGradImage(const PoolGeometry P, const T *X,
             continue;
           const int32_t Pix = int32_t(Ih * W + Iw);
           const T *XP = X + Pix * C;
-          // From -infinity, as the forward: a NaN never wins, so dy goes
-          // to the pixel the forward took (the first one when none is
-          // above -infinity).
+          // From the lowest finite value, as the forward: a NaN never
+          // wins, so dy goes to the pixel the forward took (the first one
+          // when none is above it).
           if (First) {
             for (int64_t Cc = C0; Cc < C1; ++Cc) {
-              Best[Cc] = -std::numeric_limits<T>::infinity();
+              Best[Cc] = std::numeric_limits<T>::lowest();
               Arg[Cc] = Pix;
             }
             First = false;

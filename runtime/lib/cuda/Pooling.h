@@ -20,6 +20,7 @@
 #include "Geometry.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 
 namespace mdrt {
@@ -53,14 +54,26 @@ inline bool poolingTiles(const Geometry &G) {
          G.OH * G.SH == G.H && G.OW * G.SW == G.W;
 }
 
-/// Output element \p I of max pooling (-inf for a window of padding only).
+/// Where a window's maximum starts: the lowest finite value, as oneDNN's
+/// pooling and TensorFlow's CPU kernels start (a window of NaNs only, or
+/// of -infinity only, gives it).
+template <typename T> MDRT_HOST_DEVICE constexpr T poolingLowest();
+template <> MDRT_HOST_DEVICE constexpr float poolingLowest<float>() {
+  return -FLT_MAX;
+}
+template <> MDRT_HOST_DEVICE constexpr double poolingLowest<double>() {
+  return -DBL_MAX;
+}
+
+/// Output element \p I of max pooling (poolingLowest for a window of
+/// padding only).
 template <typename T, typename Idx>
 MDRT_HOST_DEVICE inline T maxPoolAt(const WindowAs<Idx> &G, const T *X, Idx I) {
   Idx Cc = I % G.C, R = I / G.C;
   Idx Ow = R % G.OW;
   R /= G.OW;
   Idx Oh = R % G.OH, Img = R / G.OH;
-  T Best = T(-INFINITY);
+  T Best = poolingLowest<T>();
   for (Idx Kh = 0; Kh < G.KH; ++Kh) {
     Idx Ih = Oh * G.SH - G.PT + Kh;
     if (Ih < 0 || Ih >= G.H)
@@ -78,13 +91,13 @@ MDRT_HOST_DEVICE inline T maxPoolAt(const WindowAs<Idx> &G, const T *X, Idx I) {
 
 /// The input pixel (Ih * W + Iw) holding the first maximum of window
 /// (Oh, Ow) in channel Cc, or -1 for a window of padding only. From
-/// -infinity, as maxPoolAt: a NaN never wins (the window's first pixel
-/// when none is above -infinity).
+/// poolingLowest, as maxPoolAt: a NaN never wins (the window's first pixel
+/// when none is above the lowest finite value).
 template <typename T, typename Idx>
 MDRT_HOST_DEVICE inline Idx windowArgMax(const WindowAs<Idx> &G, const T *XImg,
                                          Idx Oh, Idx Ow, Idx Cc) {
   Idx Arg = -1;
-  T Best = T(-INFINITY);
+  T Best = poolingLowest<T>();
   for (Idx Kh = 0; Kh < G.KH; ++Kh) {
     Idx Ih = Oh * G.SH - G.PT + Kh;
     if (Ih < 0 || Ih >= G.H)
