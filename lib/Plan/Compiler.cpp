@@ -191,11 +191,19 @@ Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
   auto Reported = std::make_shared<ReportedDiags>();
   DiagnosticHandler Diags = Ctx.Diags;
   Ctx.Diags = recordingHandler(Diags, Reported);
+  // A model variable the training step does not read may still be the
+  // evaluation program's (batch norm's moving statistics): warned about
+  // once that is known.
+  std::vector<std::pair<std::string, SourceLoc>> Pruned;
+  auto *CallerPruned = Ctx.PrunedVariables;
+  if (EvalCopy && !CallerPruned)
+    Ctx.PrunedVariables = &Pruned;
   Error TrainErr = [&] {
     TimeRegion T(Opts.Timers.Training);
     return PM.run(*Model, Ctx);
   }();
   Ctx.Diags = Diags;
+  Ctx.PrunedVariables = CallerPruned;
   if (TrainErr)
     return std::move(TrainErr);
   R.Train = std::move(Model);
@@ -212,6 +220,9 @@ Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
     if (!Eval)
       return Eval.takeError();
     R.Eval = std::move(*Eval);
+    for (const auto &[Name, Loc] : Pruned)
+      if (!R.Eval->lookup(Name))
+        warnPrunedVariable(Diags, Name, Loc);
   }
   TimeRegion T(Opts.Timers.Emit);
   auto Plan = emitPlan(*R.Train, R.Eval.get(), Ctx.Config);

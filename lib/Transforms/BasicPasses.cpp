@@ -158,19 +158,28 @@ public:
           !G.deployState().MirrorOf.count(N.get()))
         Variables.emplace_back(N->getName(), N->getLoc());
     pruneUnreachable(G, Roots);
-    // TF's Saver would still save such a variable; here it is gone.
-    for (const auto &[Name, Loc] : Variables)
-      if (!G.lookup(Name))
-        Ctx.Diags.warning(Loc, "variable '" + Name +
-                                   "' is read by nothing the training step "
-                                   "computes nor by a named output: pruned "
-                                   "(it is not in the plan, nor in its "
-                                   "checkpoints)");
+    for (auto &[Name, Loc] : Variables) {
+      if (G.lookup(Name))
+        continue;
+      if (Ctx.PrunedVariables)
+        Ctx.PrunedVariables->emplace_back(std::move(Name), Loc);
+      else
+        warnPrunedVariable(Ctx.Diags, Name, Loc);
+    }
     return Error::success();
   }
 };
 
 } // namespace
+
+void mdplan::warnPrunedVariable(const DiagnosticHandler &Diags, StringRef Name,
+                                const SourceLoc &Loc) {
+  // TF's Saver would still save such a variable; here it is gone.
+  Diags.warning(Loc, "variable '" + Name +
+                         "' is read by nothing the training step computes "
+                         "nor by a named output: pruned (it is not in the "
+                         "plan, nor in its checkpoints)");
+}
 
 std::unique_ptr<Pass> mdplan::createPrunePass() {
   return std::make_unique<PrunePass>();

@@ -41,6 +41,11 @@ struct PassContext {
   llvm::StringSet<> Explain;
   /// Filled by place-devices for the nodes in Explain.
   llvm::MapVector<const Node *, PlacementRecord> Explanations;
+  /// When set, prune records here the model variables it removes (name and
+  /// source location) instead of warning about them: the compiler warns
+  /// once it knows that the evaluation program, built from the model too,
+  /// does not read them either.
+  std::vector<std::pair<std::string, SourceLoc>> *PrunedVariables = nullptr;
 };
 
 class Pass {
@@ -96,6 +101,11 @@ private:
   std::vector<std::unique_ptr<Pass>> Passes;
   PassManagerOptions Opts;
 };
+
+/// The warning prune gives about model variable \p Name it removed (or the
+/// compiler, for the variables PassContext::PrunedVariables collected).
+void warnPrunedVariable(const DiagnosticHandler &Diags, llvm::StringRef Name,
+                        const SourceLoc &Loc);
 
 // The passes, for library users who build pipelines in code.
 #define MDPLAN_PASS(ARG, CLASS, SUMMARY) std::unique_ptr<Pass> create##CLASS();
