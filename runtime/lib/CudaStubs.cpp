@@ -37,6 +37,7 @@ cuda::Graph::~Graph() = default;
 
 Status cuda::activate(Device &) { return Status::ok(); }
 Status cuda::setStep(Device &, uint64_t) { return Status::ok(); }
+Status cuda::takeInputReports(Device &) { return Status::ok(); }
 void *cuda::allocPinned(size_t) { return nullptr; }
 void cuda::freePinned(void *) {}
 bool cuda::pinHostMemory(void *, size_t) { return false; }

@@ -1826,6 +1826,13 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
     if (SyncErr.isOk() && !S.isOk())
       SyncErr = S;
   }
+  // What GPU kernels found in their inputs (a CPU kernel's report is in
+  // RunErrors already).
+  for (uint32_t D : Prog.Active)
+    if (I->Devices[D]->kind() == DeviceKind::GPU)
+      if (Status R = cuda::takeInputReports(*I->Devices[D]);
+          !R.isOk() && I->RunErrors[D].isOk())
+        I->RunErrors[D] = std::move(R);
   // The devices' own reports, cleared for the next step.
   Status RunErr = Status::ok();
   for (Status &S : I->RunErrors) {

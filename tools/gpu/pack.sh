@@ -14,6 +14,7 @@
 #   fashion-mnist/                    the dataset (gzipped IDX)
 #   compare_losses.py, diff_checkpoints.py  the comparisons
 #   plans/*.mdp                       the plans of the checks, compiled here
+#                                     (labels: from test/cuda/Inputs)
 #   cnn64.mdg                         the CNN in float64 (float64_model.py)
 #   cpu/*.log                         per-step losses of those plans on this
 #                                     machine's CPU (soft placement)
@@ -82,6 +83,12 @@ done
   --global-batch=8 -o "$P/resnet-small.mdp"
 "$MDPLAN" "$ROOT/examples/fashion_mlp.mdg" --num-clones=2 --gpus-per-worker=2 \
   --strategy=mirrored --global-batch=16 -o "$P/mlp-small-shared.mdp"
+# Labels computed out of range (run-gpu-checks.sh's labels check): the step
+# fails naming the label, as on the CPU (test/cuda/computed-label.test).
+for m in computed-label late-label; do
+  "$MDPLAN" "$ROOT/test/cuda/Inputs/$m.mdg" --no-eval -o "$P/$m.mdp"
+done
+"$MDPLAN" "$ROOT/test/cuda/Inputs/eval-label.mdg" -o "$P/eval-label.mdp"
 
 # The CPU's losses of the one-GPU plans (the GPU machine recomputes them too).
 for m in mlp cnn mlp-mirrored cnn-mirrored resnet cnn64; do

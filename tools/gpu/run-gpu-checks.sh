@@ -17,6 +17,9 @@
 #   shared    2 and 4 clones sharing GPU 0 (ps and mirrored) against one
 #             clone at the combined batch, 1e-4 relative;
 #   graph     --cuda-graph against eager, 1e-6 relative, at least one graph;
+#   labels    a label computed out of range fails its step naming the label
+#             and the example, as on the CPU: eager, in a replayed graph
+#             (from step 3) and in the evaluation program;
 #   memcheck  compute-sanitizer on a few steps (CNN eager, graphs and with
 #             MDRT_CUDA_CONV_GEMM=1, ResNet graphs, shared GPU);
 #   accuracy  MLP (MLP_EPOCHS, 15) and CNN (CNN_EPOCHS, 20) on Fashion-MNIST
@@ -53,7 +56,7 @@ BUILD=${BUILD:-$ROOT/build-gpu}
 LOGS=${LOGS:-$ROOT/gpu-checks}
 PY=${PYTHON:-python3}
 JOBS=${JOBS:-$(nproc)}
-CHECKS=" ${CHECKS:-losses ckdiff shared graph bench pin accuracy memcheck} "
+CHECKS=" ${CHECKS:-losses ckdiff shared graph labels bench pin accuracy memcheck} "
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-$((RUN_TIMEOUT * 2))}
 ACCURACY_TIMEOUT=${ACCURACY_TIMEOUT:-$((RUN_TIMEOUT * 4))}
@@ -257,6 +260,33 @@ if want graph; then
     echo -n "$m: "; compare 1e-6 "$LOGS/$m-gpu.log" "$LOGS/$m-graph.log" || S=1
   done
   result graph $S
+fi
+
+if want labels; then
+  echo "== 3b. labels out of range"
+  S=0
+  # plan, flags, the step and label of the message
+  while read -r m flags where label; do
+    [ "$flags" = - ] && flags=
+    L=$LOGS/$m${flags:+-graph}.log
+    timed "$RUN_TIMEOUT" "$MDRUN" "$P/$m.mdp" --synthetic --steps=5 \
+      --log-every=0 --no-progress $flags > "$L" 2>&1
+    St=$?
+    Want="mdrun: error: ${where//_/ }: node 'xent' (SparseSoftmaxCrossEntropy): label $label of example 0 is not one of the logits' classes [0, 3)"
+    if [ $St != 1 ] || ! grep -qxF "$Want" "$L"; then
+      echo "$m $flags: exit $St, expected 1 and: $Want"; tail -3 "$L"; S=1
+    else
+      echo "$m $flags: $Want"
+    fi
+  done <<'RUNS'
+computed-label - step_1 5
+computed-label --cuda-graph step_1 5
+late-label - step_3 4
+late-label --cuda-graph step_3 4
+eval-label - evaluation_after_step_5 4
+eval-label --cuda-graph evaluation_after_step_5 4
+RUNS
+  result labels $S
 fi
 
 if want bench; then

@@ -35,6 +35,12 @@ Status activate(Device &D);
 /// graphs replayed after it. Does nothing for a CPU device.
 Status setStep(Device &D, uint64_t Step);
 
+/// Once a step's work on \p D has finished (synchronize): the first of its
+/// kernels' reports of input values they could not compute with (a label
+/// outside the logits' classes, which a GPU kernel turns into NaN), each
+/// kernel's report cleared; ok for a CPU device, or when none reported.
+Status takeInputReports(Device &D);
+
 /// Page-locked host memory (for inputs copied to a GPU every step); null
 /// when it cannot be had (the caller uses ordinary memory then).
 void *allocPinned(size_t Bytes);

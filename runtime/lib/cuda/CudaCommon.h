@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -162,6 +163,29 @@ struct Context {
     std::lock_guard<std::mutex> L(M);
     return Scratch.empty() ? nullptr : Scratch.back();
   }
+  /// Kernels' reports of input values they could not compute with (a
+  /// label out of range), taken once the step's work has finished: each
+  /// returns its report and clears it (see InputReport.h).
+  using InputReport = std::function<Status()>;
+  void addInputReport(InputReport R) {
+    std::lock_guard<std::mutex> L(M);
+    InputReports.push_back(std::move(R));
+  }
+  /// The first report of the kernels (in the order they were created), and
+  /// every kernel's cleared.
+  Status takeInputReports() {
+    std::vector<InputReport> Reports;
+    {
+      std::lock_guard<std::mutex> L(M);
+      Reports = InputReports;
+    }
+    Status First = Status::ok();
+    for (const InputReport &R : Reports)
+      if (Status S = R(); First.isOk() && !S.isOk())
+        (void)(First = std::move(S)); // (void): see ExecContext::fail.
+    return First;
+  }
+
   /// Frees the scratch buffers (the device, when it goes).
   void releaseScratch() {
     std::lock_guard<std::mutex> L(M);
@@ -182,6 +206,7 @@ private:
   std::thread::id CaptureThread;
   bool CaptureFailed = false;
   std::string CaptureMessage;
+  std::vector<InputReport> InputReports;
 };
 
 /// The Context of the device made current on this thread by activate(), or
@@ -204,6 +229,26 @@ public:
 private:
   void *P = nullptr;
   size_t Size = 0;
+};
+
+/// One 64-bit word of mapped, page-locked host memory that kernels write
+/// (atomicMin) and the host reads after a step, without a copy; it holds
+/// NoReport (InputReport.h) until a kernel writes. Where the memory cannot
+/// be had, device() is null and kernels report nothing.
+class ReportWord {
+public:
+  ReportWord();
+  ~ReportWord();
+  ReportWord(const ReportWord &) = delete;
+  ReportWord &operator=(const ReportWord &) = delete;
+  unsigned long long *device() const { return Dev; }
+  /// The value written since the last take (NoReport if none), and the
+  /// word reset. Call it once the kernels that write it have finished.
+  uint64_t take();
+
+private:
+  volatile uint64_t *Host = nullptr;
+  unsigned long long *Dev = nullptr;
 };
 
 /// Base of the GPU kernels: the Context they were created for.

@@ -33,6 +33,7 @@
 #include "../AbortableWait.h"
 #include "../EnvFlag.h"
 #include "CudaCommon.h"
+#include "InputReport.h"
 
 #include "mdrt/Cuda.h"
 #include "mdrt/Device.h"
@@ -105,6 +106,37 @@ Status DeviceBuffer::allocate(size_t Bytes) {
   MDRT_CUDA_TRY(cudaMalloc(&P, Bytes));
   Size = Bytes;
   return Status::ok();
+}
+
+ReportWord::ReportWord() {
+  void *P = nullptr;
+  if (cudaHostAlloc(&P, sizeof(uint64_t), cudaHostAllocMapped) != cudaSuccess) {
+    (void)cudaGetLastError(); // Not sticky; reports are only lost.
+    return;
+  }
+  void *D = nullptr;
+  if (cudaHostGetDevicePointer(&D, P, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    (void)cudaFreeHost(P);
+    return;
+  }
+  Host = static_cast<volatile uint64_t *>(P);
+  *Host = NoReport;
+  Dev = static_cast<unsigned long long *>(D);
+}
+
+ReportWord::~ReportWord() {
+  if (Host)
+    (void)cudaFreeHost(const_cast<uint64_t *>(Host));
+}
+
+uint64_t ReportWord::take() {
+  if (!Host)
+    return NoReport;
+  uint64_t V = *Host;
+  if (V != NoReport)
+    *Host = NoReport;
+  return V;
 }
 
 namespace {
@@ -938,6 +970,11 @@ Status cuda::activate(Device &D) {
   MDRT_CUDA_TRY(cudaSetDevice(C->ordinal()));
   Current = &C->context();
   return Status::ok();
+}
+
+Status cuda::takeInputReports(Device &D) {
+  CudaDevice *C = asCuda(D);
+  return C ? C->context().takeInputReports() : Status::ok();
 }
 
 Status cuda::setStep(Device &D, uint64_t Step) {

@@ -20,12 +20,15 @@
 
 #include "Broadcast.h"
 #include "CudaCommon.h"
+#include "InputReport.h"
 #include "UpdateMath.h"
 
 #include "mdrt/Random.h"
 
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <string>
 #include <type_traits>
 
 using namespace mdrt;
@@ -471,9 +474,12 @@ __global__ void softmaxGradKernel(const T *Y, const T *DY, T *DX, int64_t Rows,
     DX[R * Cols + J] = YR[J] * (DR[J] - D);
 }
 
+/// \p Report (null: none) gets the first row whose label is out of range
+/// (InputReport.h); that row's loss and gradient are NaN.
 template <typename T, typename L>
 __global__ void ssceKernel(const T *X, const L *Labels, T *Loss, T *Back,
-                           int64_t Rows, int64_t Cols) {
+                           int64_t Rows, int64_t Cols,
+                           unsigned long long *Report) {
   int64_t R = int64_t(blockIdx.x) * RowsPerBlock + threadIdx.x / 32;
   int Lane = threadIdx.x % 32;
   if (R >= Rows)
@@ -483,8 +489,11 @@ __global__ void ssceKernel(const T *X, const L *Labels, T *Loss, T *Back,
   int64_t Label = int64_t(Labels[R]);
   if (Label < 0 || Label >= Cols) {
     const T Nan = dNan<T>();
-    if (Lane == 0)
+    if (Lane == 0) {
       Loss[R] = Nan;
+      if (Report)
+        atomicMin(Report, (unsigned long long)packLabelReport(R, Label));
+    }
     for (int64_t J = Lane; J < Cols; J += 32)
       BR[J] = Nan;
     return;
@@ -572,19 +581,52 @@ KernelOr createSoftmaxGrad(const KernelInfo &I) {
 
 template <typename T, typename L> class SsceKernel : public CudaKernel {
 public:
-  SsceKernel(int64_t N, int64_t C) : N(N), C(C) {}
+  SsceKernel(std::string Name, int64_t N, int64_t C)
+      : Name(std::move(Name)), N(N), C(C) {}
+  /// After bind(): a label out of range fails the step, as on the CPU,
+  /// once the step's work has finished.
+  Status init() {
+    if (N > MaxReportRow)
+      return Status::ok(); // Too many rows to name one: NaN only.
+    Report = std::make_shared<ReportWord>();
+    Ctx->addInputReport([Report = Report, Name = Name, C = C]() -> Status {
+      uint64_t V = Report->take();
+      if (V == NoReport)
+        return Status::ok();
+      LabelReport R = unpackLabelReport(V);
+      std::string Label = std::to_string(R.Label);
+      if (R.Clamped)
+        Label += R.Label < 0 ? " or less" : " or more";
+      return Status::error(
+          "node '" + Name + "' (SparseSoftmaxCrossEntropy): label " + Label +
+          " of example " + std::to_string(R.Row) +
+          " is not one of the logits' classes [0, " + std::to_string(C) + ")");
+    });
+    return Status::ok();
+  }
   void run(const ExecContext &X) override {
     if (!N)
       return;
     ssceKernel<T, L><<<rowBlocks(N), 32 * RowsPerBlock, 0, Ctx->Stream>>>(
         static_cast<const T *>(X.In[0]), static_cast<const L *>(X.In[1]),
-        static_cast<T *>(X.Out[0]), static_cast<T *>(X.Out[1]), N, C);
+        static_cast<T *>(X.Out[0]), static_cast<T *>(X.Out[1]), N, C,
+        Report ? Report->device() : nullptr);
     Ctx->checkLaunch("SparseSoftmaxCrossEntropy");
   }
 
 private:
+  std::string Name;
   int64_t N, C;
+  std::shared_ptr<ReportWord> Report;
 };
+
+template <typename T, typename L>
+KernelOr makeSsce(const KernelInfo &I, int64_t N, int64_t C) {
+  auto K = std::make_unique<SsceKernel<T, L>>(I.Name, N, C);
+  MDRT_RETURN_IF_ERROR(K->bind());
+  MDRT_RETURN_IF_ERROR(K->init());
+  return std::unique_ptr<Kernel>(std::move(K));
+}
 
 KernelOr createSsce(const KernelInfo &I) {
   MDRT_RETURN_IF_ERROR(cpu::checkArity(I, 2, 2, 2));
@@ -606,8 +648,8 @@ KernelOr createSsce(const KernelInfo &I) {
   return dispatch<true>(X.Type, [&](auto *Tag) -> KernelOr {
     using E = std::remove_pointer_t<decltype(Tag)>;
     if (L64)
-      return finish(std::make_unique<SsceKernel<E, int64_t>>(N, C));
-    return finish(std::make_unique<SsceKernel<E, int32_t>>(N, C));
+      return makeSsce<E, int64_t>(I, N, C);
+    return makeSsce<E, int32_t>(I, N, C);
   });
 }
 
