@@ -670,7 +670,8 @@ Status Trainer::Impl::loadLatest(int64_t &Step, DataPosition &Position,
         std::to_string(TrainData->size()) +
         " (resume with the same data: --data, --synthetic-examples)");
   bool RawBytes = !Opts.ScaleBytes && !Opts.Synthetic;
-  if (C->Version >= 3 && C->State.RawBytes != RawBytes)
+  // Known from version 3, and where a version 2 file has the bit set.
+  if ((C->Version >= 3 || C->State.RawBytes) && C->State.RawBytes != RawBytes)
     return Status::error("checkpoint '" + *Latest +
                          "' was written by a run that reads bytes " +
                          (C->State.RawBytes ? "unscaled (resume with "

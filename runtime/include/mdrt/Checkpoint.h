@@ -55,7 +55,8 @@ struct CheckpointState {
   bool Shuffled = false;
   bool Synthetic = false;
   /// Whether the run read its ubyte features unscaled (mdrun --raw-bytes).
-  /// Recorded from format version 3; false in older files.
+  /// Recorded from format version 3 (and in some version 2 files, as true
+  /// only); false in older files.
   bool RawBytes = false;
 };
 

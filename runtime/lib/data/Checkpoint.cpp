@@ -35,9 +35,11 @@
 //      end-4     4  u32 CRC32 (zlib's crc32) of every byte before it
 //
 // Version 2 (still read) is the same but for flag bit 2, which it does not
-// have. Version 1 (still read) has a header of 72 bytes: offset 68 is
-// reserved and the tensors start at 72; it records no training data but
-// the position in it.
+// define (the runtime of 2026-11-27 set it already: a version 2 file with
+// it set reads bytes unscaled; one without it may have come from a runtime
+// that did not record it). Version 1 (still read) has a header of 72 bytes:
+// offset 68 is reserved and the tensors start at 72; it records no training
+// data but the position in it.
 //
 // Readers check, in order: magic, version, header size, file size against
 // the header (truncation), the checksum, then the tensors' structure.
@@ -412,8 +414,10 @@ static StatusOr<Checkpoint> parseBytes(const uint8_t *Bytes, size_t Size,
                          " bytes, fewer than the smallest checkpoint (" +
                          std::to_string(HeaderSizeV1 + ChecksumSize) + ")");
   uint32_t Version = getLE<uint32_t>(Bytes + 8);
-  VersionError = Version < 1 || Version > CheckpointFormatVersion;
-  if (VersionError)
+  // A newer runtime's file is not damaged; version 0, or a number no
+  // format will reach (a damaged field), is.
+  VersionError = Version > CheckpointFormatVersion && Version <= 255;
+  if (Version < 1 || Version > CheckpointFormatVersion)
     return Status::error(What + " has format version " +
                          std::to_string(Version) +
                          "; this runtime reads versions 1 to " +
@@ -453,9 +457,9 @@ static StatusOr<Checkpoint> parseBytes(const uint8_t *Bytes, size_t Size,
   uint32_t Count = getLE<uint32_t>(Bytes + 64);
   if (Version >= 2) {
     uint32_t Flags = getLE<uint32_t>(Bytes + 68);
-    // Version 2 knows bits 0 and 1; version 3 adds bit 2.
-    uint32_t Known = Version == 2 ? 3u : 7u;
-    if (Flags & ~Known)
+    // Bit 2 is defined from version 3, but the runtime of 2026-11-27
+    // wrote it in version 2 files already.
+    if (Flags & ~7u)
       return Status::error(What + " is corrupt: unknown flags " + hex32(Flags));
     C.State.Shuffled = Flags & 1;
     C.State.Synthetic = Flags & 2;

@@ -324,6 +324,16 @@ TEST(CheckpointTest, HeaderErrors) {
   Bad[8] = 4;
   EXPECT_FALSE(parseCheckpoint(Bad.data(), Bad.size(), "v", &Damaged).isOk());
   EXPECT_FALSE(Damaged);
+  // Version 0, or one no format reaches (a damaged field): damaged.
+  Bad[8] = 0;
+  EXPECT_FALSE(parseCheckpoint(Bad.data(), Bad.size(), "v", &Damaged).isOk());
+  EXPECT_TRUE(Damaged);
+  Bad[8] = 3;
+  Bad[11] = 0x10;
+  EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "v", &Damaged),
+                   "checkpoint 'v' has format version 268435459; this runtime "
+                   "reads versions 1 to 3");
+  EXPECT_TRUE(Damaged);
   EXPECT_FALSE(parseCheckpoint(Enc->data(), 50, "t", &Damaged).isOk());
   EXPECT_TRUE(Damaged);
   EXPECT_TRUE(parseCheckpoint(Enc->data(), Enc->size(), "ok", &Damaged).isOk());
@@ -352,9 +362,9 @@ void reseal(std::vector<uint8_t> &Bytes) {
 }
 
 TEST(CheckpointTest, ReadsVersion2) {
-  // Version 2 has the layout of version 3 but no flag bit 2 (bytes read
-  // unscaled): a version 2 file with that bit is damaged, and one without
-  // it reads as scaled.
+  // Version 2 has the layout of version 3. Flag bit 2 (bytes read
+  // unscaled) is version 3's, but the runtime of 2026-11-27 wrote it in
+  // version 2 files: read either way.
   Fixture F;
   StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
   ASSERT_TRUE(Enc.isOk());
@@ -363,11 +373,13 @@ TEST(CheckpointTest, ReadsVersion2) {
   V2[8] = 2; // The version, little-endian.
   ASSERT_EQ(V2[68], 7);
   reseal(V2);
-  EXPECT_ERROR_HAS(parseCheckpoint(V2.data(), V2.size(), "v2"),
-                   "checkpoint 'v2' is corrupt: unknown flags 0x00000007");
+  StatusOr<Checkpoint> C = parseCheckpoint(V2.data(), V2.size(), "v2");
+  ASSERT_TRUE(C.isOk()) << errorOf(C);
+  EXPECT_EQ(C->Version, 2u);
+  EXPECT_TRUE(C->State.RawBytes);
   V2[68] = 3;
   reseal(V2);
-  StatusOr<Checkpoint> C = parseCheckpoint(V2.data(), V2.size(), "v2");
+  C = parseCheckpoint(V2.data(), V2.size(), "v2");
   ASSERT_TRUE(C.isOk()) << errorOf(C);
   EXPECT_EQ(C->Version, 2u);
   EXPECT_TRUE(C->State.Shuffled);
@@ -375,6 +387,10 @@ TEST(CheckpointTest, ReadsVersion2) {
   EXPECT_FALSE(C->State.RawBytes);
   EXPECT_EQ(C->State.DataExamples, 60000);
   EXPECT_EQ(C->State.Step, 1234);
+  V2[68] = 11;
+  reseal(V2);
+  EXPECT_ERROR_HAS(parseCheckpoint(V2.data(), V2.size(), "v2"),
+                   "checkpoint 'v2' is corrupt: unknown flags 0x0000000b");
 }
 
 TEST(CheckpointTest, StructureErrorsBehindAValidChecksum) {
