@@ -473,16 +473,37 @@ static Error keepOutput(ToolOutputFile &Out, StringRef Path) {
   }
   std::error_code EC = OS.error();
   OS.clear_error();
+  // ToolOutputFile removes what it could not write; only a regular file,
+  // never what a symbolic link or a device path names (-o /dev/stdout).
+  sys::fs::file_status St;
+  if (Path != "-" && (sys::fs::status(Path, St, /*Follow=*/false) ||
+                      St.type() != sys::fs::file_type::regular_file))
+    Out.keep();
   return makeError(
       "cannot write " +
       (Path == "-" ? std::string("standard output") : "'" + Path.str() + "'") +
       ": " + EC.message());
 }
 
+/// The real stderr while a StderrCapture redirects it, or -1.
+static int SavedStderr = -1;
+
 /// An error writing what mdplan printed on standard output itself (--help,
 /// --version, --list-passes), reported at exit as mdplan's error rather
-/// than as LLVM's fatal "IO failure on output stream".
+/// than as LLVM's fatal "IO failure on output stream"; so is an error
+/// writing stderr (with nowhere to report it). --help and --version exit
+/// inside the command-line parser, while stderr is captured: it is given
+/// back first.
 static void checkStandardOutputAtExit() {
+  if (SavedStderr >= 0) {
+    ::dup2(SavedStderr, 2);
+    ::close(SavedStderr);
+    SavedStderr = -1;
+  }
+  if (errs().has_error()) {
+    errs().clear_error();
+    std::_Exit(1);
+  }
   raw_fd_ostream &OS = outs();
   OS.flush();
   if (!OS.has_error())
@@ -639,6 +660,8 @@ public:
       if (Saved < 0 || ::dup2(::fileno(File), 2) < 0) {
         std::fclose(File);
         File = nullptr;
+      } else {
+        SavedStderr = Saved;
       }
     }
   }
@@ -664,6 +687,7 @@ private:
       ::dup2(Saved, 2);
       ::close(Saved);
       Saved = -1;
+      SavedStderr = -1;
     }
   }
   std::FILE *File = nullptr;
@@ -817,25 +841,15 @@ int main(int argc, char **argv) {
   bool Parsed;
   {
     raw_string_ostream OptionErrorStream(OptionErrors);
-    // --help and --version print and exit inside the parser: stderr stays
-    // as it is, so that an error writing their output is seen.
-    bool Exits = false;
-    for (int I = 1; I < argc; ++I) {
-      StringRef A(argv[I]);
-      if (A == "--" || A == "-")
-        break;
-      A = A.ltrim('-').split('=').first;
-      Exits |= A.startswith("help") || A == "version";
-    }
-    std::optional<StderrCapture> Capture;
-    if (!Exits)
-      Capture.emplace();
+    // (--help and --version exit inside the parser: the exit handler gives
+    // stderr back.)
+    StderrCapture Capture;
     Parsed = cl::ParseCommandLineOptions(
         argc, argv,
         "mdplan: compile one replica of a model and a deployment into a "
         "placed training step\n",
         &OptionErrorStream);
-    OptionErrors = (Capture ? Capture->take() : "") + OptionErrorStream.str();
+    OptionErrors = Capture.take() + OptionErrorStream.str();
   }
   if (!Parsed) {
     printErrors(makeError(SourceLoc{internFileName("<command line>"), 0, 0},
