@@ -233,16 +233,13 @@ static int mdrunMain(int argc, char **argv) {
       errorStream() << "mdrun: error: " << Message << '\n';
       return 2;
     }
-    auto Group = createProcessGroup(argc, argv);
-    if (!Group.isOk()) {
-      if (launcherRank() == 0)
-        errorStream() << "mdrun: error: " << Message << '\n';
-      return 2;
-    }
-    // The lowest failing rank's error: on the first process, its own.
-    (void)(*Group)->agree(Status::error(Message));
-    if ((*Group)->rank() == 0)
+    // The first process's own error is the lowest rank's: printed before
+    // the meeting, which another process may never join (--help there).
+    if (launcherRank() == 0)
       errorStream() << "mdrun: error: " << Message << '\n';
+    auto Group = createProcessGroup(argc, argv);
+    if (Group.isOk())
+      (void)(*Group)->agree(Status::error(Message));
     return 2;
   };
   TrainOptions T;
@@ -412,12 +409,15 @@ static int mdrunMain(int argc, char **argv) {
       return UsageError("invalid value '" + Value + "' for --" + Name);
     }
   }
+  // Under a launcher, once (the first process).
   if (Help) {
-    usage(Opts, std::cout);
+    if (launcherRank() <= 0)
+      usage(Opts, std::cout);
     return 0;
   }
   if (Version) {
-    std::cout << "mdrun " MDPLAN_VERSION_STRING "\n";
+    if (launcherRank() <= 0)
+      std::cout << "mdrun " MDPLAN_VERSION_STRING "\n";
     return 0;
   }
   if (!PrintCheckpoint.empty())
