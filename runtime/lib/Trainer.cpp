@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <sys/stat.h>
@@ -204,12 +205,23 @@ struct Trainer::Impl {
                           std::vector<OutputValue> &Outs,
                           std::vector<double> *Extra = nullptr,
                           int64_t FailedAt = 0);
+  /// Writes a line of the metrics file; the first failure is kept in
+  /// MetricsStatus (the run goes on, and fails with it at its end) and
+  /// ends the writing.
   void metricsLine(const std::string &JSON) {
-    if (Metrics.is_open()) {
-      Metrics << JSON << '\n';
-      Metrics.flush();
-    }
+    if (!Metrics.is_open())
+      return;
+    errno = 0;
+    Metrics << JSON << '\n';
+    Metrics.flush();
+    if (Metrics)
+      return;
+    MetricsStatus = Status::error(
+        "cannot write metrics file '" + Opts.MetricsPath + "'" +
+        (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+    Metrics.close();
   }
+  Status MetricsStatus = Status::ok();
 };
 
 std::vector<FeatureRequest> Trainer::Impl::requests(int Prog,
@@ -476,6 +488,20 @@ static Status openForWriting(std::ofstream &Out, const std::string &Path,
 /// a FIFO waits for its reader, and the run opens it once, later.
 static Status checkWritable(const std::string &Path, const std::string &What) {
   struct stat St;
+  // A regular file that is also this process's stdout or stderr (--metrics
+  // =/dev/stdout with the output redirected to a file): opened once more,
+  // it would be emptied, and the log and the lines would overwrite each
+  // other. (A pipe or a terminal takes both.)
+  for (int Fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    struct stat Std;
+    if (::stat(Path.c_str(), &St) == 0 && S_ISREG(St.st_mode) &&
+        ::fstat(Fd, &Std) == 0 && St.st_dev == Std.st_dev &&
+        St.st_ino == Std.st_ino)
+      return Status::error(
+          "cannot write " + What + " '" + Path + "': it is the file mdrun's " +
+          (Fd == STDOUT_FILENO ? "standard output" : "standard error") +
+          " goes to; give it a file of its own");
+  }
   if (::stat(Path.c_str(), &St) == 0 && !S_ISREG(St.st_mode)) {
     if (S_ISDIR(St.st_mode))
       return Status::error("cannot write " + What + " '" + Path +
@@ -498,10 +524,16 @@ static Status openResumedMetrics(std::ofstream &Out, const std::string &Path,
   std::vector<std::string> Kept;
   struct stat St;
   if (Step > 0 && ::stat(Path.c_str(), &St) == 0 && S_ISREG(St.st_mode)) {
-    std::ifstream In(Path);
+    std::ifstream In(Path, std::ios::binary);
+    std::string Text((std::istreambuf_iterator<char>(In)),
+                     std::istreambuf_iterator<char>());
+    // A last line without its newline was cut short.
+    Text.erase(Text.rfind('\n') == std::string::npos ? 0
+                                                     : Text.rfind('\n') + 1);
+    std::istringstream Lines(Text);
     const std::string Prefix = "{\"step\":", Eval = ",\"eval_examples\":";
-    for (std::string Line; std::getline(In, Line);) {
-      if (Line.compare(0, Prefix.size(), Prefix) != 0 || Line.back() != '}')
+    for (std::string Line; std::getline(Lines, Line);) {
+      if (Line.compare(0, Prefix.size(), Prefix) != 0)
         continue;
       char *End = nullptr;
       long long S = std::strtoll(Line.c_str() + Prefix.size(), &End, 10);
@@ -1119,10 +1151,13 @@ Status Trainer::run(TrainResult &R) {
       return Status::ok();
     T.Exec->setTracing(false);
     std::ofstream &Trace = T.TraceOut;
+    errno = 0;
     T.Exec->writeTrace(Trace);
     Trace.close();
     if (!Trace)
-      return Status::error("cannot write trace '" + O.TracePath + "'");
+      return Status::error(
+          "cannot write trace '" + O.TracePath + "'" +
+          (errno ? std::string(": ") + std::strerror(errno) : std::string()));
     Written = true;
     if (TraceFrom >= Last)
       // Not "steps 2 to 1": the run ended before the traced steps.
@@ -1337,7 +1372,8 @@ Status Trainer::run(TrainResult &R) {
       R.StoppedHere = O.Stop && O.Stop->load(std::memory_order_relaxed);
       if (!O.CheckpointDir.empty())
         R.Checkpoint = O.CheckpointDir + "/" + checkpointFileName(Step);
-      return T.Procs->agree(WriteTrace(Step));
+      Status Done = WriteTrace(Step);
+      return T.Procs->agree(Done.isOk() ? T.MetricsStatus : Done);
     }
   }
   if (T.ProgressBar)
@@ -1350,5 +1386,6 @@ Status Trainer::run(TrainResult &R) {
   MDRT_RETURN_IF_ERROR(T.Procs->agree(T.checkpoint(Step)));
   if (O.Eval)
     MDRT_RETURN_IF_ERROR(T.evaluate(Step, R.Eval));
-  return T.Procs->agree(WriteTrace(Total));
+  Status Done = WriteTrace(Total);
+  return T.Procs->agree(Done.isOk() ? T.MetricsStatus : Done);
 }
