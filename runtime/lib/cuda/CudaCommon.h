@@ -152,6 +152,8 @@ struct Context {
       Scratch.pop_back();
       if (E != cudaSuccess) {
         (void)cudaFree(P);
+        if (Scratch.empty())
+          ScratchBytes = 0;
         return cudaStatus(E, "cudaFree");
       }
     }

@@ -187,13 +187,14 @@ TEST(CpuKernels, ConvolutionRejectsBadShapes) {
 //===----------------------------------------------------------------------===//
 
 /// The inputs of checkPool: random, with ties like ReLU outputs, or with
-/// NaNs (which never win a window, as -infinity padding never does).
-enum class PoolInputs { Random, Ties, NaNs };
+/// NaNs (which never win a window, as padding never does) or -infinity.
+enum class PoolInputs { Random, Ties, NaNs, NegativeInfinities };
 
 void checkPool(const char *Backend, PoolInputs Kind) {
   const bool Ties = Kind == PoolInputs::Ties;
   BackendScope Scope(Backend);
   Rng G;
+  size_t Empty = 0; // Windows of NaNs or -infinity only, over every case.
   for (DType T : FloatTypes)
     for (const PoolCase &C : PoolCases) {
       Dim OH = window(C.H, C.KH, C.SH, C.Same),
@@ -206,9 +207,13 @@ void checkPool(const char *Backend, PoolInputs Kind) {
       if (Kind == PoolInputs::NaNs)
         for (double &V : X.V)
           V = V < -0.6 ? std::numeric_limits<double>::quiet_NaN() : V;
+      if (Kind == PoolInputs::NegativeInfinities)
+        for (double &V : X.V)
+          V = V < -0.6 ? -std::numeric_limits<double>::infinity() : V;
       TT Dy = G.tensor(T, YS, -1, 1);
       std::vector<double> Y(size_t(numElements(YS))), DX(X.V.size(), 0.0);
-      std::vector<size_t> NoNumber; // Windows of NaNs only.
+      // Windows of NaNs (or -infinity) only.
+      std::vector<size_t> NoNumber;
       for (int64_t N = 0; N < C.N; ++N)
         for (int64_t Oh = 0; Oh < OH.Out; ++Oh)
           for (int64_t Ow = 0; Ow < OW.Out; ++Ow)
@@ -239,9 +244,10 @@ void checkPool(const char *Backend, PoolInputs Kind) {
       std::string Pad = C.Same ? "SAME" : "VALID";
       std::string What =
           std::string(Backend ? Backend : "auto") + " " + dtypeName(T) +
-          (Ties                       ? " ties "
-           : Kind == PoolInputs::NaNs ? " nans "
-                                      : " ") +
+          (Ties                                     ? " ties "
+           : Kind == PoolInputs::NaNs               ? " nans "
+           : Kind == PoolInputs::NegativeInfinities ? " -infs "
+                                                    : " ") +
           std::to_string(C.H) + "x" + std::to_string(C.W) + " k" +
           std::to_string(C.KH) + "x" + std::to_string(C.KW) + " s" +
           std::to_string(C.SH) + "," + std::to_string(C.SW) + " " + Pad;
@@ -253,8 +259,8 @@ void checkPool(const char *Backend, PoolInputs Kind) {
           .output(T, YS)
           .threads(2)
           .run();
-      // A window of NaNs only is the lowest finite number, in the loops as
-      // in oneDNN (the loops once gave -infinity).
+      // A window of NaNs or -infinity only is the lowest finite number, in
+      // the loops as in oneDNN (the loops once gave -infinity).
       for (size_t YI : NoNumber)
         Y[YI] = T == DType::Float32 ? std::numeric_limits<float>::lowest()
                                     : std::numeric_limits<double>::lowest();
@@ -273,13 +279,18 @@ void checkPool(const char *Backend, PoolInputs Kind) {
           .run();
       // Overlapping windows accumulate in a different order.
       expectClose(PG.out(0), DX, T, {}, "MaxPoolGrad " + What, 4);
+      Empty += NoNumber.size();
     }
+  if (Kind == PoolInputs::NaNs || Kind == PoolInputs::NegativeInfinities) {
+    EXPECT_GT(Empty, 0u) << "no window without a number was tested";
+  }
 }
 
 TEST(CpuKernels, MaxPoolDefaultBackend) {
   checkPool(nullptr, PoolInputs::Random);
   checkPool(nullptr, PoolInputs::Ties);
   checkPool(nullptr, PoolInputs::NaNs);
+  checkPool(nullptr, PoolInputs::NegativeInfinities);
 }
 
 TEST(CpuKernels, MaxPoolReferenceLoops) {
@@ -288,6 +299,7 @@ TEST(CpuKernels, MaxPoolReferenceLoops) {
   checkPool("reference", PoolInputs::Random);
   checkPool("reference", PoolInputs::Ties);
   checkPool("reference", PoolInputs::NaNs);
+  checkPool("reference", PoolInputs::NegativeInfinities);
 }
 
 TEST(CpuKernels, MaxPoolGradRoutesToTheFirstMaximum) {
