@@ -128,8 +128,13 @@ public:
       }
       if (!Digits.empty() && !StringRef(Digits).getAsInteger(Radix, V))
         return false;
-      long long Wide;
-      if (!Digits.empty() && !StringRef(Digits).getAsInteger(Radix, Wide)) {
+      // Digits that do not fit (also past 64 bits) are out of range.
+      StringRef Magnitude = StringRef(Digits);
+      Magnitude.consume_front("-");
+      bool Number = !Magnitude.empty() && llvm::all_of(Magnitude, [&](char C) {
+        return Radix == 16 ? isHexDigit(C) : isDigit(C);
+      });
+      if (Number) {
         badFlagValues().push_back(
             ("--" + O.ArgStr + " is out of range, got " + Arg).str());
         return false;
