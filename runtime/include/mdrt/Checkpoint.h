@@ -99,8 +99,8 @@ encodeCheckpoint(const CheckpointState &State,
 
 /// The temporary file writeCheckpoint writes \p Path through:
 /// `<Path>.tmp.<host>.<pid>`, host this host's name (characters other than
-/// letters, digits and '-' replaced by '-'), so that runs on several hosts
-/// sharing a directory tell their files apart.
+/// letters, digits, '-' and '.' replaced by '_'), so that runs on several
+/// hosts sharing a directory tell their files apart.
 std::string checkpointTemporaryPath(const std::string &Path);
 
 /// Writes a checkpoint atomically: checkpointTemporaryPath(\p Path), fsync,

@@ -342,10 +342,12 @@ static std::string hostTag() {
   char Buf[256] = {};
   if (::gethostname(Buf, sizeof(Buf) - 1) != 0 || !Buf[0])
     return "unknown-host";
+  // Host names are letters, digits, '-' and '.' (the pid follows the last
+  // '.'); anything else a file name should not hold becomes '_'.
   std::string Host(Buf);
   for (char &C : Host)
-    if (!std::isalnum(static_cast<unsigned char>(C)) && C != '-')
-      C = '-';
+    if (!std::isalnum(static_cast<unsigned char>(C)) && C != '-' && C != '.')
+      C = '_';
   return Host;
 }
 
