@@ -194,7 +194,11 @@ std::unique_ptr<Graph> Graph::clone() const {
   // Stacks were interned parent first.
   for (const DeviceStack &S : Stacks)
     Stks[&S] = C->pushStack(Stks.lookup(S.Parent), Ents.lookup(S.Entry));
-  DenseMap<const Node *, Node *> Map;
+  // The copy of each node, by node id; the tables are sized once.
+  std::vector<Node *> Copies(NextId, nullptr);
+  auto Map = [&](const Node *N) { return N ? Copies[N->getId()] : nullptr; };
+  C->NodeList.reserve(NodeList.size());
+  C->Names.reserve(NodeList.size());
   for (const auto &N : NodeList) {
     Node *M = C->createNode(N->getName(), N->getOp());
     M->Attrs = N->Attrs;
@@ -205,21 +209,23 @@ std::unique_ptr<Graph> Graph::clone() const {
     M->Loc = N->Loc;
     M->Role = N->Role;
     M->Clone = N->Clone;
-    Map[N.get()] = M;
+    Copies[N->getId()] = M;
   }
   for (const auto &N : NodeList) {
-    Node *M = Map.lookup(N.get());
+    Node *M = Map(N.get());
+    M->Inputs.reserve(N->Inputs.size());
     for (const TensorRef &In : N->Inputs)
-      M->Inputs.push_back(TensorRef(Map.lookup(In.N), In.Index));
+      M->Inputs.push_back(TensorRef(Map(In.N), In.Index));
+    M->ControlInputs.reserve(N->ControlInputs.size());
     for (Node *Ctl : N->ControlInputs)
-      M->ControlInputs.push_back(Map.lookup(Ctl));
-    M->ColocateWith = N->ColocateWith ? Map.lookup(N->ColocateWith) : nullptr;
+      M->ControlInputs.push_back(Map(Ctl));
+    M->ColocateWith = Map(N->ColocateWith);
   }
   for (unsigned I = 0; I < NumCollections; ++I)
     for (Node *N : Collections[I])
-      C->Collections[I].insert(Map.lookup(N));
+      C->Collections[I].insert(Map(N));
   for (const auto &[Name, T] : Outputs)
-    C->Outputs[Name] = TensorRef(Map.lookup(T.N), T.Index);
+    C->Outputs[Name] = TensorRef(Map(T.N), T.Index);
   for (const auto &L : OutputLocs)
     C->OutputLocs[L.getKey()] = L.getValue();
   C->Name = Name;
@@ -331,13 +337,16 @@ void Graph::eraseIf(function_ref<bool(const Node &)> Pred) {
 
 void Graph::setOrder(ArrayRef<Node *> Order) {
   assert(Order.size() == NodeList.size() && "not a permutation");
-  DenseMap<Node *, unsigned> Slot;
+  // Each node's place in the list, by node id.
+  std::vector<unsigned> Slot(NextId, 0);
   for (unsigned I = 0, E = NodeList.size(); I != E; ++I)
-    Slot[NodeList[I].get()] = I;
+    Slot[NodeList[I]->getId()] = I;
   std::vector<NodePtr> New;
   New.reserve(Order.size());
-  for (Node *N : Order)
-    New.push_back(std::move(NodeList[Slot.lookup(N)]));
+  for (Node *N : Order) {
+    assert(N->getId() < NextId && "a node of another graph");
+    New.push_back(std::move(NodeList[Slot[N->getId()]]));
+  }
   NodeList = std::move(New);
 }
 
