@@ -17,9 +17,11 @@
 #include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Allocator.h"
+#include "llvm/Support/StringSaver.h"
 
+#include <algorithm>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <set>
 
@@ -46,6 +48,36 @@ struct BufInfo {
   uint64_t Offset = 0, Bytes = 0;
   bool Persistent = false;
   int AliasOf = -1;
+};
+
+/// A builder whose list of vtables, which EndTable scans front to back for
+/// one equal to a new table's, stays in most recently used order: a plan
+/// has millions of tables of a few dozen layouts, and the kernels and
+/// attributes that follow each other mostly share the last few. The list
+/// holds each layout once, so its order changes where a new table finds
+/// its vtable, not which one it finds: the bytes stay the same.
+class PlanBuilder : public flatbuffers::FlatBufferBuilder {
+public:
+  explicit PlanBuilder(size_t InitialSize)
+      : flatbuffers::FlatBufferBuilder(InitialSize) {}
+
+  /// Moves the vtable of \p Table, a table just made, to the front of the
+  /// list. Call it between tables only, when the list is all the builder's
+  /// scratch memory holds.
+  template <typename T>
+  flatbuffers::Offset<T> recent(flatbuffers::Offset<T> Table) {
+    using flatbuffers::uoffset_t;
+    const uint8_t *At = buf_.data_at(Table.o);
+    uoffset_t VTable = uoffset_t(
+        int64_t(Table.o) + flatbuffers::ReadScalar<flatbuffers::soffset_t>(At));
+    auto *First = reinterpret_cast<uoffset_t *>(buf_.scratch_data());
+    auto *Last = reinterpret_cast<uoffset_t *>(buf_.scratch_end());
+    uoffset_t *It = std::find(First, Last, VTable);
+    assert(It != Last && "a table whose vtable the builder does not list");
+    if (It != Last)
+      std::rotate(First, It, It + 1);
+    return Table;
+  }
 };
 
 class Emitter {
@@ -159,7 +191,7 @@ private:
   Graph *Eval;
   const DeploymentConfig &C;
   std::vector<Prog> Progs; // train, then eval
-  flatbuffers::FlatBufferBuilder FB;
+  PlanBuilder FB;
   StringMap<flatbuffers::Offset<flatbuffers::String>> Shared;
   // The tables and vectors written once (a plan may share them: it is a
   // DAG), by the hash of what they hold.
@@ -333,7 +365,8 @@ flatbuffers::Offset<fb::Attr> Emitter::emitAttr(StringRef Name, const Attr &A) {
     Strings = FB.CreateVectorOfStrings(A.getStrings());
     break;
   }
-  return fb::CreateAttr(FB, NameOff, K, I, F, S, Ints, Floats, Strings);
+  return FB.recent(
+      fb::CreateAttr(FB, NameOff, K, I, F, S, Ints, Floats, Strings));
 }
 
 /// A DenseMap key for \p H (which reserves the two largest values).
@@ -438,13 +471,13 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
 
   // The kernel a node's completion is marked by (views: their root's
   // producer); none for buffers ready before the step.
-  std::function<const Node *(const Node *)> Target =
-      [&](const Node *N) -> const Node * {
-    if (IsKernel(N))
-      return N;
-    if (isViewOnly(*N))
-      return Target(N->getInput(0).N);
-    return nullptr;
+  auto Target = [&](const Node *N) -> const Node * {
+    while (!IsKernel(N)) {
+      if (!isViewOnly(*N))
+        return nullptr;
+      N = N->getInput(0).N;
+    }
+    return N;
   };
   // The kernels of other devices \p N waits for, sorted, each once.
   auto WaitsOf = [&](const Node *N) {
@@ -498,8 +531,8 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       auto Ins = idList(InIds);
       auto Outs = idList(OutIds);
       auto Waits = idList(W);
-      KernelOffs.push_back(fb::CreateKernel(FB, Name, Op, KAttrs, Ins, Outs,
-                                            Waits, Signals[N->getId()]));
+      KernelOffs.push_back(FB.recent(fb::CreateKernel(
+          FB, Name, Op, KAttrs, Ins, Outs, Waits, Signals[N->getId()])));
     }
     const DeployState::DeviceMemory &M = S.Memory[GD];
     auto Kernels = FB.CreateVector(KernelOffs);
@@ -633,9 +666,9 @@ Expected<PlanBytes> Emitter::emit() {
     ArrayRef<int64_t> Dims = N->getOutputType(O).Dims.dims();
     auto Name = O ? FB.CreateString(tensorName(B.Key)) : nodeName(*N);
     auto Shape = sharedShape(Dims);
-    BufOffs.push_back(fb::CreateBuffer(FB, Name, B.Device, fb::DType(B.Elt),
-                                       Shape, B.Offset, B.Bytes, B.Persistent,
-                                       B.AliasOf));
+    BufOffs.push_back(FB.recent(
+        fb::CreateBuffer(FB, Name, B.Device, fb::DType(B.Elt), Shape, B.Offset,
+                         B.Bytes, B.Persistent, B.AliasOf)));
   }
 
   // Variables (train's, then any only the evaluation uses).
@@ -658,12 +691,16 @@ Expected<PlanBytes> Emitter::emit() {
   std::vector<flatbuffers::Offset<fb::Variable>> VarOffs;
   uint64_t Fingerprint = mdrt::hashName(Train.getName().str().c_str());
   // A variable as the fingerprint sees it: "name type".
+  // Both point at strings that outlive the sort (the type at one copy of
+  // each distinct type string), so sorting moves no string.
   struct VarSig {
     StringRef Name;
-    std::string Type;
+    StringRef Type;
   };
   std::vector<VarSig> Signature;
   Signature.reserve(VarNodes.size());
+  BumpPtrAllocator TypeAlloc;
+  UniqueStringSaver TypeNames(TypeAlloc);
   for (const Node *V : VarNodes) {
     StringRef Name = V->getName();
     const AttrDict &A = V->attrs();
@@ -676,14 +713,14 @@ Expected<PlanBytes> Emitter::emit() {
     for (Prog &P : Progs)
       if (uint32_t Id = P.findBuf({V, 0}); Id != Prog::NoBuffer)
         Buf = Id;
-    VarOffs.push_back(fb::CreateVariable(
+    VarOffs.push_back(FB.recent(fb::CreateVariable(
         FB, nodeName(*V), Buf,
         initKind(A.getString("initializer", "glorot_uniform")),
         A.getFloat("init_value"), A.getFloat("init_mean"),
         A.getFloat("init_stddev", 1.0), A.getFloat("init_min", -0.05),
         A.getFloat("init_max", 0.05), Stream, A.getBool("trainable", true),
-        MirrorOf));
-    Signature.push_back({Name, V->getOutputType(0).str()});
+        MirrorOf)));
+    Signature.push_back({Name, TypeNames.save(V->getOutputType(0).str())});
   }
   // The variables as a set: the order of the plan's list depends on the
   // deployment (slots follow the all-reduce buckets), not what they are.
