@@ -254,16 +254,16 @@ StringRef Graph::copyName(StringRef S) {
 }
 
 Node *Graph::createNode(StringRef Name, const OpDef &Op) {
-  auto Ins = Names.try_emplace(Name, nullptr);
+  auto Ins = Names.try_emplace(NodeNameKey(Name), nullptr);
   assert(Ins.second && "node name already taken");
   return createNewNode(Ins.first->first, Ins.first->second, Op);
 }
 
-Node *Graph::createNewNode(StringRef &Key, Node *&Slot, const OpDef &Op) {
+Node *Graph::createNewNode(NodeNameKey &Key, Node *&Slot, const OpDef &Op) {
   // The table's key is the caller's string until now: it becomes the
   // graph's copy (equal, so the table's order holds).
-  Key = copyName(Key);
-  auto *N = new (Alloc.Allocate<Node>()) Node(*this, NextId++, Key, Op);
+  Key.Data = copyName(Key.str()).data();
+  auto *N = new (Alloc.Allocate<Node>()) Node(*this, NextId++, Key.str(), Op);
   Slot = N;
   NodeList.emplace_back(N);
   N->setNumOutputs(Op.NumOutputs >= 0 ? Op.NumOutputs : 0);
@@ -282,19 +282,19 @@ Node *Graph::createNewNode(StringRef &Key, Node *&Slot, const OpDef &Op) {
 }
 
 std::string Graph::uniqueName(StringRef Base) {
-  if (!Names.count(Base))
+  if (!Names.count(NodeNameKey(Base)))
     return Base.str();
   unsigned &Next = NextSuffix[Base];
   for (;;) {
     std::string Candidate = (Base + "_" + Twine(++Next)).str();
-    if (!Names.count(Candidate))
+    if (!Names.count(NodeNameKey(Candidate)))
       return Candidate;
   }
 }
 
 Node *Graph::createNodeUnique(StringRef Base, const OpDef &Op) {
   // One lookup when the name is free (the common case).
-  auto Ins = Names.try_emplace(Base, nullptr);
+  auto Ins = Names.try_emplace(NodeNameKey(Base), nullptr);
   if (Ins.second)
     return createNewNode(Ins.first->first, Ins.first->second, Op);
   return createNode(uniqueName(Base), Op);
@@ -308,10 +308,10 @@ SourceLoc Graph::getOutputLoc(StringRef OutputName) const {
 }
 
 void Graph::rename(Node *N, StringRef NewName) {
-  assert(!Names.count(NewName) && "node name already taken");
-  Names.erase(N->Name);
+  assert(!Names.count(NodeNameKey(NewName)) && "node name already taken");
+  Names.erase(NodeNameKey(N->Name));
   N->Name = copyName(NewName);
-  Names.try_emplace(N->Name, N);
+  Names.try_emplace(NodeNameKey(N->Name), N);
 }
 
 void Graph::eraseIf(function_ref<bool(const Node &)> Pred) {
@@ -327,7 +327,7 @@ void Graph::eraseIf(function_ref<bool(const Node &)> Pred) {
   Kept.reserve(NodeList.size());
   for (auto &N : NodeList) {
     if (Pred(*N)) {
-      Names.erase(N->getName());
+      Names.erase(NodeNameKey(N->getName()));
       continue;
     }
     Kept.push_back(std::move(N));
