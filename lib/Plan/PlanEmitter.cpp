@@ -440,15 +440,17 @@ Emitter::sharedShape(ArrayRef<int64_t> Dims) {
 flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
   Graph &G = *P.G;
   DeployState &S = G.deployState();
-  // True when every output of \p N is a view: the node needs no kernel.
-  auto isViewOnly = [&](const Node &N) {
-    if (N.getNumOutputs() == 0)
-      return false;
-    for (unsigned O = 0; O < N.getNumOutputs(); ++O)
-      if (Bufs[P.bufId({&N, O})].AliasOf < 0)
-        return false;
-    return true;
-  };
+  // True when every output of a node is a view: the node needs no kernel.
+  // By node id, found in graph order, the order of the buffers.
+  std::vector<bool> ViewOnly(G.getIdBound(), false);
+  for (const auto &NP : G.nodes()) {
+    const Node &N = *NP;
+    bool All = N.getNumOutputs() != 0;
+    for (unsigned O = 0; All && O < N.getNumOutputs(); ++O)
+      All = Bufs[P.bufId({&N, O})].AliasOf >= 0;
+    ViewOnly[N.getId()] = All;
+  }
+  auto isViewOnly = [&](const Node &N) { return bool(ViewOnly[N.getId()]); };
 
   // Devices of the program in plan order, and kernel ids.
   std::vector<std::pair<uint32_t, int>> DevOrder; // (plan dev, graph dev)
