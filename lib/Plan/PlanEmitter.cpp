@@ -18,7 +18,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Allocator.h"
-#include "llvm/Support/StringSaver.h"
 
 #include <algorithm>
 #include <cstring>
@@ -692,17 +691,17 @@ Expected<PlanBytes> Emitter::emit() {
   };
   std::vector<flatbuffers::Offset<fb::Variable>> VarOffs;
   uint64_t Fingerprint = mdrt::hashName(Train.getName().str().c_str());
-  // A variable as the fingerprint sees it: "name type".
-  // Both point at strings that outlive the sort (the type at one copy of
-  // each distinct type string), so sorting moves no string.
+  // A variable as the fingerprint sees it: the string "name type", and the
+  // length of the name. The strings are copied into one block, so that
+  // sorting them reads neighbouring bytes, not names spread over the
+  // graph's memory, and moves no string.
   struct VarSig {
-    StringRef Name;
-    StringRef Type;
+    StringRef Text;
+    size_t NameSize;
   };
   std::vector<VarSig> Signature;
   Signature.reserve(VarNodes.size());
-  BumpPtrAllocator TypeAlloc;
-  UniqueStringSaver TypeNames(TypeAlloc);
+  BumpPtrAllocator SigAlloc;
   for (const Node *V : VarNodes) {
     StringRef Name = V->getName();
     const AttrDict &A = V->attrs();
@@ -722,30 +721,24 @@ Expected<PlanBytes> Emitter::emit() {
         A.getFloat("init_stddev", 1.0), A.getFloat("init_min", -0.05),
         A.getFloat("init_max", 0.05), Stream, A.getBool("trainable", true),
         MirrorOf)));
-    Signature.push_back({Name, TypeNames.save(V->getOutputType(0).str())});
+    std::string Type = V->getOutputType(0).str();
+    size_t Size = Name.size() + 1 + Type.size();
+    char *Text = SigAlloc.Allocate<char>(Size);
+    std::memcpy(Text, Name.data(), Name.size());
+    Text[Name.size()] = ' ';
+    std::memcpy(Text + Name.size() + 1, Type.data(), Type.size());
+    Signature.push_back({StringRef(Text, Size), Name.size()});
   }
   // The variables as a set: the order of the plan's list depends on the
   // deployment (slots follow the all-reduce buckets), not what they are.
-  // Sorted as the strings "name type" would be, without making them.
-  llvm::sort(Signature, [](const VarSig &X, const VarSig &Y) {
-    StringRef A = X.Name, B = Y.Name;
-    size_t N = std::min(A.size(), B.size());
-    if (int C = N ? std::memcmp(A.data(), B.data(), N) : 0)
-      return C < 0;
-    if (A.size() == B.size())
-      return X.Type < Y.Type;
-    // One name is a prefix of the other: the space after it against the
-    // other's next character.
-    unsigned char CA = A.size() > N ? A[N] : ' ';
-    unsigned char CB = B.size() > N ? B[N] : ' ';
-    if (CA != CB)
-      return CA < CB;
-    return (A + " " + X.Type).str() < (B + " " + Y.Type).str();
-  });
+  llvm::sort(Signature,
+             [](const VarSig &X, const VarSig &Y) { return X.Text < Y.Text; });
   for (const VarSig &V : Signature) {
-    Fingerprint = mdrt::hashBytes(V.Name.data(), V.Name.size(), Fingerprint);
+    StringRef Name = V.Text.take_front(V.NameSize);
+    StringRef Type = V.Text.drop_front(V.NameSize + 1);
+    Fingerprint = mdrt::hashBytes(Name.data(), Name.size(), Fingerprint);
     Fingerprint = mdrt::hashBytes(" ", 1, Fingerprint);
-    Fingerprint = mdrt::hashBytes(V.Type.data(), V.Type.size(), Fingerprint);
+    Fingerprint = mdrt::hashBytes(Type.data(), Type.size(), Fingerprint);
   }
   std::vector<flatbuffers::Offset<fb::Constant>> ConstOffs;
   for (auto &[N, Buf] : ConstNodes)
