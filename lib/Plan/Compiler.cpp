@@ -16,6 +16,7 @@
 #include <memory>
 #include <set>
 #include <tuple>
+#include <vector>
 
 using namespace llvm;
 using namespace mdplan;
@@ -103,12 +104,18 @@ buildEval(std::unique_ptr<Graph> G, const Graph &Train, PassContext &TrainCtx,
     return std::move(E);
   if (Error E = Before.run(*G, Ctx))
     return appendToMessage(std::move(E), " (in the evaluation program)");
+  // The evaluation program's index of each training device, added once.
+  std::vector<int> DeviceFor(Train.getDevices().size(), -1);
   for (const auto &N : G->nodes()) {
     if (!N->getOp().isVariable())
       continue;
     Node *T = Train.lookup(N->getName());
-    if (T && T->getOp().isVariable() && T->isPlaced())
-      N->setDevice(G->getOrAddDevice(Train.deviceOf(*T)));
+    if (T && T->getOp().isVariable() && T->isPlaced()) {
+      int &D = DeviceFor[T->getDevice()];
+      if (D < 0)
+        D = G->getOrAddDevice(Train.deviceOf(*T));
+      N->setDevice(D);
+    }
   }
   if (Error E = After.run(*G, Ctx))
     return appendToMessage(std::move(E), " (in the evaluation program)");

@@ -17,9 +17,10 @@
 #include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Allocator.h"
 
+#include <algorithm>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <set>
 
@@ -46,6 +47,36 @@ struct BufInfo {
   uint64_t Offset = 0, Bytes = 0;
   bool Persistent = false;
   int AliasOf = -1;
+};
+
+/// A builder whose list of vtables, which EndTable scans front to back for
+/// one equal to a new table's, stays in most recently used order: a plan
+/// has millions of tables of a few dozen layouts, and the kernels and
+/// attributes that follow each other mostly share the last few. The list
+/// holds each layout once, so its order changes where a new table finds
+/// its vtable, not which one it finds: the bytes stay the same.
+class PlanBuilder : public flatbuffers::FlatBufferBuilder {
+public:
+  explicit PlanBuilder(size_t InitialSize)
+      : flatbuffers::FlatBufferBuilder(InitialSize) {}
+
+  /// Moves the vtable of \p Table, a table just made, to the front of the
+  /// list. Call it between tables only, when the list is all the builder's
+  /// scratch memory holds.
+  template <typename T>
+  flatbuffers::Offset<T> recent(flatbuffers::Offset<T> Table) {
+    using flatbuffers::uoffset_t;
+    const uint8_t *At = buf_.data_at(Table.o);
+    uoffset_t VTable = uoffset_t(
+        int64_t(Table.o) + flatbuffers::ReadScalar<flatbuffers::soffset_t>(At));
+    auto *First = reinterpret_cast<uoffset_t *>(buf_.scratch_data());
+    auto *Last = reinterpret_cast<uoffset_t *>(buf_.scratch_end());
+    uoffset_t *It = std::find(First, Last, VTable);
+    assert(It != Last && "a table whose vtable the builder does not list");
+    if (It != Last)
+      std::rotate(First, It, It + 1);
+    return Table;
+  }
 };
 
 class Emitter {
@@ -159,7 +190,7 @@ private:
   Graph *Eval;
   const DeploymentConfig &C;
   std::vector<Prog> Progs; // train, then eval
-  flatbuffers::FlatBufferBuilder FB;
+  PlanBuilder FB;
   StringMap<flatbuffers::Offset<flatbuffers::String>> Shared;
   // The tables and vectors written once (a plan may share them: it is a
   // DAG), by the hash of what they hold.
@@ -333,7 +364,8 @@ flatbuffers::Offset<fb::Attr> Emitter::emitAttr(StringRef Name, const Attr &A) {
     Strings = FB.CreateVectorOfStrings(A.getStrings());
     break;
   }
-  return fb::CreateAttr(FB, NameOff, K, I, F, S, Ints, Floats, Strings);
+  return FB.recent(
+      fb::CreateAttr(FB, NameOff, K, I, F, S, Ints, Floats, Strings));
 }
 
 /// A DenseMap key for \p H (which reserves the two largest values).
@@ -407,15 +439,17 @@ Emitter::sharedShape(ArrayRef<int64_t> Dims) {
 flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
   Graph &G = *P.G;
   DeployState &S = G.deployState();
-  // True when every output of \p N is a view: the node needs no kernel.
-  auto isViewOnly = [&](const Node &N) {
-    if (N.getNumOutputs() == 0)
-      return false;
-    for (unsigned O = 0; O < N.getNumOutputs(); ++O)
-      if (Bufs[P.bufId({&N, O})].AliasOf < 0)
-        return false;
-    return true;
-  };
+  // True when every output of a node is a view: the node needs no kernel.
+  // By node id, found in graph order, the order of the buffers.
+  std::vector<bool> ViewOnly(G.getIdBound(), false);
+  for (const auto &NP : G.nodes()) {
+    const Node &N = *NP;
+    bool All = N.getNumOutputs() != 0;
+    for (unsigned O = 0; All && O < N.getNumOutputs(); ++O)
+      All = Bufs[P.bufId({&N, O})].AliasOf >= 0;
+    ViewOnly[N.getId()] = All;
+  }
+  auto isViewOnly = [&](const Node &N) { return bool(ViewOnly[N.getId()]); };
 
   // Devices of the program in plan order, and kernel ids.
   std::vector<std::pair<uint32_t, int>> DevOrder; // (plan dev, graph dev)
@@ -438,13 +472,13 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
 
   // The kernel a node's completion is marked by (views: their root's
   // producer); none for buffers ready before the step.
-  std::function<const Node *(const Node *)> Target =
-      [&](const Node *N) -> const Node * {
-    if (IsKernel(N))
-      return N;
-    if (isViewOnly(*N))
-      return Target(N->getInput(0).N);
-    return nullptr;
+  auto Target = [&](const Node *N) -> const Node * {
+    while (!IsKernel(N)) {
+      if (!isViewOnly(*N))
+        return nullptr;
+      N = N->getInput(0).N;
+    }
+    return N;
   };
   // The kernels of other devices \p N waits for, sorted, each once.
   auto WaitsOf = [&](const Node *N) {
@@ -498,8 +532,8 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
       auto Ins = idList(InIds);
       auto Outs = idList(OutIds);
       auto Waits = idList(W);
-      KernelOffs.push_back(fb::CreateKernel(FB, Name, Op, KAttrs, Ins, Outs,
-                                            Waits, Signals[N->getId()]));
+      KernelOffs.push_back(FB.recent(fb::CreateKernel(
+          FB, Name, Op, KAttrs, Ins, Outs, Waits, Signals[N->getId()])));
     }
     const DeployState::DeviceMemory &M = S.Memory[GD];
     auto Kernels = FB.CreateVector(KernelOffs);
@@ -633,9 +667,9 @@ Expected<PlanBytes> Emitter::emit() {
     ArrayRef<int64_t> Dims = N->getOutputType(O).Dims.dims();
     auto Name = O ? FB.CreateString(tensorName(B.Key)) : nodeName(*N);
     auto Shape = sharedShape(Dims);
-    BufOffs.push_back(fb::CreateBuffer(FB, Name, B.Device, fb::DType(B.Elt),
-                                       Shape, B.Offset, B.Bytes, B.Persistent,
-                                       B.AliasOf));
+    BufOffs.push_back(FB.recent(
+        fb::CreateBuffer(FB, Name, B.Device, fb::DType(B.Elt), Shape, B.Offset,
+                         B.Bytes, B.Persistent, B.AliasOf)));
   }
 
   // Variables (train's, then any only the evaluation uses).
@@ -657,13 +691,17 @@ Expected<PlanBytes> Emitter::emit() {
   };
   std::vector<flatbuffers::Offset<fb::Variable>> VarOffs;
   uint64_t Fingerprint = mdrt::hashName(Train.getName().str().c_str());
-  // A variable as the fingerprint sees it: "name type".
+  // A variable as the fingerprint sees it: the string "name type", and the
+  // length of the name. The strings are copied into one block, so that
+  // sorting them reads neighbouring bytes, not names spread over the
+  // graph's memory, and moves no string.
   struct VarSig {
-    StringRef Name;
-    std::string Type;
+    StringRef Text;
+    size_t NameSize;
   };
   std::vector<VarSig> Signature;
   Signature.reserve(VarNodes.size());
+  BumpPtrAllocator SigAlloc;
   for (const Node *V : VarNodes) {
     StringRef Name = V->getName();
     const AttrDict &A = V->attrs();
@@ -676,37 +714,31 @@ Expected<PlanBytes> Emitter::emit() {
     for (Prog &P : Progs)
       if (uint32_t Id = P.findBuf({V, 0}); Id != Prog::NoBuffer)
         Buf = Id;
-    VarOffs.push_back(fb::CreateVariable(
+    VarOffs.push_back(FB.recent(fb::CreateVariable(
         FB, nodeName(*V), Buf,
         initKind(A.getString("initializer", "glorot_uniform")),
         A.getFloat("init_value"), A.getFloat("init_mean"),
         A.getFloat("init_stddev", 1.0), A.getFloat("init_min", -0.05),
         A.getFloat("init_max", 0.05), Stream, A.getBool("trainable", true),
-        MirrorOf));
-    Signature.push_back({Name, V->getOutputType(0).str()});
+        MirrorOf)));
+    std::string Type = V->getOutputType(0).str();
+    size_t Size = Name.size() + 1 + Type.size();
+    char *Text = SigAlloc.Allocate<char>(Size);
+    std::memcpy(Text, Name.data(), Name.size());
+    Text[Name.size()] = ' ';
+    std::memcpy(Text + Name.size() + 1, Type.data(), Type.size());
+    Signature.push_back({StringRef(Text, Size), Name.size()});
   }
   // The variables as a set: the order of the plan's list depends on the
   // deployment (slots follow the all-reduce buckets), not what they are.
-  // Sorted as the strings "name type" would be, without making them.
-  llvm::sort(Signature, [](const VarSig &X, const VarSig &Y) {
-    StringRef A = X.Name, B = Y.Name;
-    size_t N = std::min(A.size(), B.size());
-    if (int C = N ? std::memcmp(A.data(), B.data(), N) : 0)
-      return C < 0;
-    if (A.size() == B.size())
-      return X.Type < Y.Type;
-    // One name is a prefix of the other: the space after it against the
-    // other's next character.
-    unsigned char CA = A.size() > N ? A[N] : ' ';
-    unsigned char CB = B.size() > N ? B[N] : ' ';
-    if (CA != CB)
-      return CA < CB;
-    return (A + " " + X.Type).str() < (B + " " + Y.Type).str();
-  });
+  llvm::sort(Signature,
+             [](const VarSig &X, const VarSig &Y) { return X.Text < Y.Text; });
   for (const VarSig &V : Signature) {
-    Fingerprint = mdrt::hashBytes(V.Name.data(), V.Name.size(), Fingerprint);
+    StringRef Name = V.Text.take_front(V.NameSize);
+    StringRef Type = V.Text.drop_front(V.NameSize + 1);
+    Fingerprint = mdrt::hashBytes(Name.data(), Name.size(), Fingerprint);
     Fingerprint = mdrt::hashBytes(" ", 1, Fingerprint);
-    Fingerprint = mdrt::hashBytes(V.Type.data(), V.Type.size(), Fingerprint);
+    Fingerprint = mdrt::hashBytes(Type.data(), Type.size(), Fingerprint);
   }
   std::vector<flatbuffers::Offset<fb::Constant>> ConstOffs;
   for (auto &[N, Buf] : ConstNodes)

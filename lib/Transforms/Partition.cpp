@@ -83,15 +83,18 @@ Error PartitionPass::run(Graph &G, PassContext &Ctx) {
       Node *&Recv = Recvs[{In.N, In.Index, Dst}];
       if (!Recv) {
         tensorNamePart(In, Part);
+        // Appended piece by piece: a Twine's toVector costs as much again.
         Name.clear();
-        (Twine("_send/") + Part + "/to_" + DevShort[Dst]).toVector(Name);
+        Name.append({StringRef("_send/"), StringRef(Part), StringRef("/to_"),
+                     StringRef(DevShort[Dst])});
         Node *Send = G.createNodeUnique(Name, opDef(OpKind::Send));
         Send->setInputs({In});
         std::pair<StringRef, Attr> SendAttrs[] = {{"channel", int64_t(Channel)},
                                                   {"to", DevName[Dst]}};
         Send->attrs() = AttrDict(SendAttrs);
         Name.clear();
-        (Twine("_recv/") + Part + "/on_" + DevShort[Dst]).toVector(Name);
+        Name.append({StringRef("_recv/"), StringRef(Part), StringRef("/on_"),
+                     StringRef(DevShort[Dst])});
         Recv = G.createNodeUnique(Name, opDef(OpKind::Recv));
         std::pair<StringRef, Attr> RecvAttrs[] = {{"channel", int64_t(Channel)},
                                                   {"from", DevName[Src]},

@@ -8,8 +8,6 @@
 
 #include "mdplan/IR/OpRegistry.h"
 
-#include "llvm/ADT/DenseSet.h"
-
 using namespace llvm;
 using namespace mdplan;
 
@@ -34,31 +32,41 @@ Error mdplan::requireTypes(const Graph &G, StringRef Pass) {
 
 UseMap::UseMap(const Graph &G) : Begin(G.getIdBound() + 1, 0) {
   // Count the uses of each node, turn the counts into offsets, then fill
-  // each node's slice in graph order of the consumers.
+  // each node's slice in graph order of the consumers. The producers' ids
+  // are read once, in the first walk: each is a read of another node,
+  // mostly a cache miss on a large graph.
+  std::vector<unsigned> Producer;
+  Producer.reserve(2 * G.size());
   for (const auto &N : G.nodes())
-    for (const TensorRef &In : N->getInputs())
-      ++Begin[In.N->getId() + 1];
+    for (const TensorRef &In : N->getInputs()) {
+      unsigned Id = In.N->getId();
+      Producer.push_back(Id);
+      ++Begin[Id + 1];
+    }
   for (size_t I = 1; I < Begin.size(); ++I)
     Begin[I] += Begin[I - 1];
   All.resize(Begin.back());
   std::vector<unsigned> Next(Begin.begin(), Begin.end() - 1);
+  const unsigned *P = Producer.data();
   for (const auto &N : G.nodes())
     for (unsigned I = 0, E = N->getNumInputs(); I != E; ++I)
-      All[Next[N->getInput(I).N->getId()]++] = {N.get(), I};
+      All[Next[*P++]++] = {N.get(), I};
 }
 
 size_t mdplan::pruneUnreachable(Graph &G, ArrayRef<Node *> Roots) {
-  DenseSet<const Node *> Live;
+  // Live nodes by id.
+  std::vector<bool> Live(G.getIdBound(), false);
   SmallVector<const Node *, 64> Work;
+  auto Visit = [&](const Node *M) {
+    if (M && !Live[M->getId()]) {
+      Live[M->getId()] = true;
+      Work.push_back(M);
+    }
+  };
   for (Node *R : Roots)
-    if (R && Live.insert(R).second)
-      Work.push_back(R);
+    Visit(R);
   while (!Work.empty()) {
     const Node *N = Work.pop_back_val();
-    auto Visit = [&](const Node *M) {
-      if (M && Live.insert(M).second)
-        Work.push_back(M);
-    };
     for (const TensorRef &In : N->getInputs())
       Visit(In.N);
     for (const Node *C : N->getControlInputs())
@@ -67,7 +75,7 @@ size_t mdplan::pruneUnreachable(Graph &G, ArrayRef<Node *> Roots) {
   }
   size_t Before = G.size();
   // Control inputs and colocation of live nodes only point to live nodes.
-  G.eraseIf([&](const Node &N) { return !Live.count(&N); });
+  G.eraseIf([&](const Node &N) { return !Live[N.getId()]; });
   return Before - G.size();
 }
 

@@ -24,6 +24,7 @@
 #include "mdplan/Support/Diagnostic.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallVector.h"
@@ -31,6 +32,8 @@
 #include "llvm/Support/Allocator.h"
 #include "llvm/Support/StringSaver.h"
 
+#include <cassert>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
@@ -236,6 +239,51 @@ private:
   SourceLoc Loc;
 };
 
+/// A node name as a graph's name table keys it: its bytes, its length and
+/// its hash, so that growing the table rehashes no string and a probe reads
+/// the bytes of a name only when the hashes and lengths agree.
+struct NodeNameKey {
+  const char *Data = nullptr;
+  uint32_t Size = 0;
+  uint32_t Hash = 0;
+
+  NodeNameKey() = default;
+  /// The key of \p S (shorter than 4 GiB), its hash computed once.
+  explicit NodeNameKey(llvm::StringRef S)
+      : Data(S.data()), Size(uint32_t(S.size())),
+        Hash(uint32_t(llvm::hash_value(S))) {
+    assert(S.size() <= UINT32_MAX && "a node name of 4 GiB or more");
+  }
+  llvm::StringRef str() const { return llvm::StringRef(Data, Size); }
+};
+
+} // namespace mdplan
+
+namespace llvm {
+template <> struct DenseMapInfo<mdplan::NodeNameKey> {
+  static mdplan::NodeNameKey getEmptyKey() {
+    mdplan::NodeNameKey K;
+    K.Data = reinterpret_cast<const char *>(~uintptr_t(0));
+    return K;
+  }
+  static mdplan::NodeNameKey getTombstoneKey() {
+    mdplan::NodeNameKey K;
+    K.Data = reinterpret_cast<const char *>(~uintptr_t(1));
+    return K;
+  }
+  static unsigned getHashValue(const mdplan::NodeNameKey &K) { return K.Hash; }
+  static bool isEqual(const mdplan::NodeNameKey &L,
+                      const mdplan::NodeNameKey &R) {
+    if (R.Data == getEmptyKey().Data || R.Data == getTombstoneKey().Data ||
+        L.Data == getEmptyKey().Data || L.Data == getTombstoneKey().Data)
+      return L.Data == R.Data;
+    return L.Hash == R.Hash && L.str() == R.str();
+  }
+};
+} // namespace llvm
+
+namespace mdplan {
+
 /// Names of the graph collections, as in TF's GraphKeys.
 enum class Collection : uint8_t {
   Losses,
@@ -305,7 +353,9 @@ public:
   /// Returns a name derived from \p Base that no node has.
   std::string uniqueName(llvm::StringRef Base);
 
-  Node *lookup(llvm::StringRef Name) const { return Names.lookup(Name); }
+  Node *lookup(llvm::StringRef Name) const {
+    return Names.lookup(NodeNameKey(Name));
+  }
   /// Renames \p N; the new name must be unused.
   void rename(Node *N, llvm::StringRef NewName);
 
@@ -408,7 +458,7 @@ private:
   std::vector<NodePtr> NodeList;
   /// Node names, their bytes in Alloc. (StringMap's hash in LLVM 14 reads
   /// a byte at a time; the names of a training graph are long.)
-  llvm::DenseMap<llvm::StringRef, Node *> Names;
+  llvm::DenseMap<NodeNameKey, Node *> Names;
   llvm::StringMap<unsigned> NextSuffix;
   unsigned NextId = 0;
   llvm::SetVector<Node *> Collections[NumCollections];
@@ -431,7 +481,7 @@ private:
   friend class Node;
   /// Creates the node of a new entry of Names, \p Key (the caller's
   /// string, replaced by the graph's copy) and \p Slot.
-  Node *createNewNode(llvm::StringRef &Key, Node *&Slot, const OpDef &Op);
+  Node *createNewNode(NodeNameKey &Key, Node *&Slot, const OpDef &Op);
   /// A copy of \p S in Alloc, NUL-terminated.
   llvm::StringRef copyName(llvm::StringRef S);
   /// The graph's copy of \p D (see Node::setRequestedDevice).
