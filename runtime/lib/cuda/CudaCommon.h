@@ -233,19 +233,25 @@ private:
   size_t Size = 0;
 };
 
-/// One 64-bit word of mapped, page-locked host memory that kernels write
-/// (atomicMin) and the host reads after a step, without a copy; it holds
-/// NoReport (InputReport.h) until a kernel writes. Where the memory cannot
-/// be had, device() is null and kernels report nothing.
+/// One 64-bit word that kernels write in device memory (atomicMin; it
+/// holds NoReport, InputReport.h, until one does) and the host reads after
+/// a step from page-locked memory: collect() enqueues the copy and the
+/// reset after the kernels, also inside a captured graph. (Atomics on
+/// mapped host memory are not atomic over PCIe on every platform.) Where
+/// the memory cannot be had, device() is null and kernels report nothing.
 class ReportWord {
 public:
+  /// Allocates both words, the device's on the current GPU.
   ReportWord();
   ~ReportWord();
   ReportWord(const ReportWord &) = delete;
   ReportWord &operator=(const ReportWord &) = delete;
   unsigned long long *device() const { return Dev; }
-  /// The value written since the last take (NoReport if none), and the
-  /// word reset. Call it once the kernels that write it have finished.
+  /// Enqueues on \p Ctx's stream, after the kernels that write the word,
+  /// its copy to the host and its reset.
+  void collect(Context &Ctx);
+  /// The value the last collect() copied (NoReport if none), and the host
+  /// word reset. Call it once that copy has finished (a synchronize).
   uint64_t take();
 
 private:

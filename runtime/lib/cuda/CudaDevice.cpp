@@ -109,25 +109,42 @@ Status DeviceBuffer::allocate(size_t Bytes) {
 }
 
 ReportWord::ReportWord() {
-  void *P = nullptr;
-  if (cudaHostAlloc(&P, sizeof(uint64_t), cudaHostAllocMapped) != cudaSuccess) {
+  void *H = nullptr, *D = nullptr;
+  if (cudaHostAlloc(&H, sizeof(uint64_t), cudaHostAllocDefault) !=
+      cudaSuccess) {
     (void)cudaGetLastError(); // Not sticky; reports are only lost.
     return;
   }
-  void *D = nullptr;
-  if (cudaHostGetDevicePointer(&D, P, 0) != cudaSuccess) {
+  if (cudaMalloc(&D, sizeof(uint64_t)) != cudaSuccess ||
+      cudaMemset(D, 0xff, sizeof(uint64_t)) != cudaSuccess) {
     (void)cudaGetLastError();
-    (void)cudaFreeHost(P);
+    if (D)
+      (void)cudaFree(D);
+    (void)cudaFreeHost(H);
     return;
   }
-  Host = static_cast<volatile uint64_t *>(P);
+  Host = static_cast<volatile uint64_t *>(H);
   *Host = NoReport;
   Dev = static_cast<unsigned long long *>(D);
 }
 
 ReportWord::~ReportWord() {
+  if (Dev)
+    (void)cudaFree(Dev);
   if (Host)
     (void)cudaFreeHost(const_cast<uint64_t *>(Host));
+}
+
+void ReportWord::collect(Context &Ctx) {
+  if (!Dev)
+    return;
+  cudaError_t E =
+      cudaMemcpyAsync(const_cast<uint64_t *>(Host), Dev, sizeof(uint64_t),
+                      cudaMemcpyDeviceToHost, Ctx.Stream);
+  if (E == cudaSuccess)
+    E = cudaMemsetAsync(Dev, 0xff, sizeof(uint64_t), Ctx.Stream);
+  if (E != cudaSuccess)
+    Ctx.fail(cudaStatus(E, "a kernel's report"));
 }
 
 uint64_t ReportWord::take() {

@@ -612,6 +612,8 @@ public:
         static_cast<T *>(X.Out[0]), static_cast<T *>(X.Out[1]), N, C,
         Report ? Report->device() : nullptr);
     Ctx->checkLaunch("SparseSoftmaxCrossEntropy");
+    if (Report)
+      Report->collect(*Ctx);
   }
 
 private:

@@ -7,9 +7,10 @@
 // Host and device code. A GPU kernel that finds an input it cannot compute
 // with (SparseSoftmaxCrossEntropy's label outside the logits' classes)
 // writes NaN, as before, and reports the first such row in one 64-bit word
-// of mapped host memory with atomicMin, so that the host reads it after
-// the step without a copy, also from a replayed CUDA graph; the step then
-// fails as the CPU kernel's does, naming the label and the example.
+// of device memory with atomicMin; an 8-byte copy to page-locked memory
+// after the kernel (ReportWord, CudaCommon.h), also in a replayed CUDA
+// graph, lets the host read it after the step, and the step then fails as
+// the CPU kernel's does, naming the label and the example.
 //
 //===----------------------------------------------------------------------===//
 
