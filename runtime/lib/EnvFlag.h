@@ -25,6 +25,15 @@ inline bool envFlag(const char *Name) {
   return V && *V && std::strcmp(V, "0") != 0;
 }
 
+/// A switch that is on unless the environment sets it to 0 (unset or
+/// empty: \p Default).
+inline bool envFlagOr(const char *Name, bool Default) {
+  const char *V = std::getenv(Name);
+  if (!V || !*V)
+    return Default;
+  return std::strcmp(V, "0") != 0;
+}
+
 } // namespace mdrt
 
 #endif // MDRT_LIB_ENVFLAG_H
