@@ -10,6 +10,7 @@
 #include "mdplan/Plan/PlanEmitter.h"
 #include "mdplan/Transforms/PassUtils.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Timer.h"
 
@@ -205,6 +206,14 @@ Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
   auto *CallerPruned = Ctx.PrunedVariables;
   if (EvalCopy && !CallerPruned)
     Ctx.PrunedVariables = &Pruned;
+  // At the end: those the evaluation program does not read either, or all
+  // of them when the compilation fails before it is built.
+  const Graph *EvalGraph = nullptr;
+  auto WarnPruned = make_scope_exit([&] {
+    for (const auto &[Name, Loc] : Pruned)
+      if (!EvalGraph || !EvalGraph->lookup(Name))
+        warnPrunedVariable(Diags, Name, Loc);
+  });
   Error TrainErr = [&] {
     TimeRegion T(Opts.Timers.Training);
     return PM.run(*Model, Ctx);
@@ -227,9 +236,7 @@ Expected<Compilation> mdplan::compileModel(std::unique_ptr<Graph> Model,
     if (!Eval)
       return Eval.takeError();
     R.Eval = std::move(*Eval);
-    for (const auto &[Name, Loc] : Pruned)
-      if (!R.Eval->lookup(Name))
-        warnPrunedVariable(Diags, Name, Loc);
+    EvalGraph = R.Eval.get();
   }
   TimeRegion T(Opts.Timers.Emit);
   auto Plan = emitPlan(*R.Train, R.Eval.get(), Ctx.Config);
