@@ -464,6 +464,16 @@ static llvm::Timer *phase(llvm::Timer PhaseTimers::*T) {
   return Phases ? &(Phases.get()->*T) : nullptr;
 }
 
+/// After opening \p Out on \p Path: ToolOutputFile removes its file when
+/// mdplan fails before keeping it; never a symbolic link or a device path
+/// (-o /dev/stdout), which are kept from the start.
+static void keepUnlessRegular(ToolOutputFile &Out, StringRef Path) {
+  sys::fs::file_status St;
+  if (Path != "-" && (sys::fs::status(Path, St, /*Follow=*/false) ||
+                      St.type() != sys::fs::file_type::regular_file))
+    Out.keep();
+}
+
 /// Keeps \p Out once all of it is written: an error writing it (a full
 /// disk, /dev/full) is mdplan's error, and the file is removed, rather than
 /// LLVM's fatal "IO failure on output stream" when the stream closes.
@@ -478,12 +488,8 @@ static Error keepOutput(ToolOutputFile &Out, StringRef Path) {
   }
   std::error_code EC = OS.error();
   OS.clear_error();
-  // ToolOutputFile removes what it could not write; only a regular file,
-  // never what a symbolic link or a device path names (-o /dev/stdout).
-  sys::fs::file_status St;
-  if (Path != "-" && (sys::fs::status(Path, St, /*Follow=*/false) ||
-                      St.type() != sys::fs::file_type::regular_file))
-    Out.keep();
+  // ToolOutputFile removes what it could not write (a regular file only:
+  // keepUnlessRegular).
   return makeError(
       "cannot write " +
       (Path == "-" ? std::string("standard output") : "'" + Path.str() + "'") +
@@ -529,6 +535,7 @@ static Error dumpPlan() {
   ToolOutputFile Out(OutputFile, EC, sys::fs::OF_Text);
   if (EC)
     return makeError("cannot open '" + OutputFile + "': " + EC.message());
+  keepUnlessRegular(Out, OutputFile);
   std::ostringstream SS;
   mdrt::printPlanText((*Plan)->plan(), SS);
   Out.os() << SS.str();
@@ -612,6 +619,7 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
       Path, EC, What == EmitKind::Plan ? sys::fs::OF_None : sys::fs::OF_Text);
   if (EC)
     return makeError("cannot open '" + Path + "': " + EC.message());
+  keepUnlessRegular(Out, Path);
   raw_ostream &OS = Out.os();
   for (const auto &[N, R] : Ctx.Explanations)
     printPlacementRecord(OS, *N, R);
@@ -774,6 +782,7 @@ static Error runTool(SourceMgr &SM) {
     ToolOutputFile Out(OutputFile, EC, sys::fs::OF_Text);
     if (EC)
       return makeError("cannot open '" + OutputFile + "': " + EC.message());
+    keepUnlessRegular(Out, OutputFile);
     printDeployment(Config, Out.os());
     return keepOutput(Out, OutputFile);
   }
