@@ -482,6 +482,18 @@ static Status openForWriting(std::ofstream &Out, const std::string &Path,
                        (errno ? std::string(": ") + std::strerror(errno) : ""));
 }
 
+/// Whether \p A and \p B name one file (through links too; by name where
+/// they do not exist yet).
+static bool sameFile(const std::string &A, const std::string &B) {
+  struct stat SA, SB;
+  if (::stat(A.c_str(), &SA) == 0 && ::stat(B.c_str(), &SB) == 0)
+    return SA.st_dev == SB.st_dev && SA.st_ino == SB.st_ino;
+  std::error_code EA, EB;
+  auto PA = std::filesystem::absolute(A, EA).lexically_normal();
+  auto PB = std::filesystem::absolute(B, EB).lexically_normal();
+  return !EA && !EB && PA == PB;
+}
+
 /// Checks that \p Path can be written without emptying it: a run refused
 /// later (a checkpoint that does not fit) leaves the earlier run's file.
 /// Only a regular file (or a missing one) is probed by opening it: opening
@@ -1049,6 +1061,11 @@ Trainer::create(std::shared_ptr<const PlanFile> Plan, const TrainOptions &Opts,
     MDRT_RETURN_IF_ERROR(checkWritable(Opts.MetricsPath, "metrics file"));
   if (!Opts.TracePath.empty())
     MDRT_RETURN_IF_ERROR(checkWritable(Opts.TracePath, "trace"));
+  if (!Opts.MetricsPath.empty() && !Opts.TracePath.empty() &&
+      sameFile(Opts.MetricsPath, Opts.TracePath))
+    return Status::error("--metrics and --trace name the same file ('" +
+                         Opts.MetricsPath + "', '" + Opts.TracePath +
+                         "'): give each a file of its own");
   Impl->ProgressBar =
       Impl->isLead() &&
       (Opts.Progress > 0 || (Opts.Progress < 0 && isatty(STDERR_FILENO)));
@@ -1372,8 +1389,13 @@ Status Trainer::run(TrainResult &R) {
       R.StoppedHere = O.Stop && O.Stop->load(std::memory_order_relaxed);
       if (!O.CheckpointDir.empty())
         R.Checkpoint = O.CheckpointDir + "/" + checkpointFileName(Step);
-      Status Done = WriteTrace(Step);
-      return T.Procs->agree(Done.isOk() ? T.MetricsStatus : Done);
+      // A metrics file or trace that could not be written does not hide
+      // the stop (its exit status, its checkpoint): said, not failed.
+      for (const Status &Lost : {WriteTrace(Step), T.MetricsStatus})
+        if (!Lost.isOk())
+          T.Log << "note: " << Lost.message() << " (the run stopped all the "
+                << "same)\n";
+      return Status::ok();
     }
   }
   if (T.ProgressBar)
