@@ -403,8 +403,8 @@ Status mdrt::writeCheckpoint(const std::string &Path, const Checkpoint &C) {
   return writeCheckpoint(Path, C.State, Refs);
 }
 
-/// parseCheckpoint's work; \p VersionError set when the format version is
-/// refused.
+/// parseCheckpoint's work; \p VersionError set when the file is of a newer
+/// format (refused, but not damaged).
 static StatusOr<Checkpoint> parseBytes(const uint8_t *Bytes, size_t Size,
                                        const std::string &Name,
                                        bool &VersionError) {
@@ -419,7 +419,10 @@ static StatusOr<Checkpoint> parseBytes(const uint8_t *Bytes, size_t Size,
   // A newer runtime's file is not damaged; version 0, or a number no
   // format will reach (a damaged field), is.
   VersionError = Version > CheckpointFormatVersion && Version <= 255;
-  if (Version < 1 || Version > CheckpointFormatVersion)
+  if (Version < 1 || Version > 255)
+    return Status::error(What + " is corrupt: format version " +
+                         std::to_string(Version));
+  if (Version > CheckpointFormatVersion)
     return Status::error(What + " has format version " +
                          std::to_string(Version) +
                          "; this runtime reads versions 1 to " +
