@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <climits>
 #include <cmath>
@@ -33,6 +34,7 @@
 #include <iomanip>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace mdrt;
@@ -220,6 +222,10 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
 static int serveTask(const std::string &PlanPath, const TrainOptions &T,
                      ProcessGroup &Procs, const ClusterLayout &Layout);
 
+/// How long a process with a command-line error waits for the others to
+/// take it (UsageError in mdrunMain).
+constexpr int UsageMeetingSeconds = 30;
+
 static int mdrunMain(int argc, char **argv) {
   // Before any thread (MPI's, the data prefetcher, the devices') can read
   // the environment.
@@ -229,14 +235,21 @@ static int mdrunMain(int argc, char **argv) {
   // they meet (the healthy ones once they have parsed theirs) and agree on
   // the error of the lowest rank, which the first process prints.
   auto UsageError = [&](const std::string &Message) {
-    if (launcherRank() < 0) {
+    // Alone, or the first process of a launch (its error is the lowest
+    // rank's): printed, and exit; the launcher ends the others.
+    if (launcherRank() <= 0) {
       errorStream() << "mdrun: error: " << Message << '\n';
       return 2;
     }
-    // The first process's own error is the lowest rank's: printed before
-    // the meeting, which another process may never join (--help there).
-    if (launcherRank() == 0)
-      errorStream() << "mdrun: error: " << Message << '\n';
+    // Another process meets the others, so that the first prints its
+    // error; should the first never come (it left at once: --help there),
+    // a watchdog prints it here and ends this process.
+    std::thread([Message, Rank = launcherRank()] {
+      std::this_thread::sleep_for(std::chrono::seconds(UsageMeetingSeconds));
+      errorStream() << "mdrun: error: process " << Rank << ": " << Message
+                    << '\n';
+      std::_Exit(2);
+    }).detach();
     auto Group = createProcessGroup(argc, argv);
     if (Group.isOk())
       (void)(*Group)->agree(Status::error(Message));
