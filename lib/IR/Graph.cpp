@@ -196,7 +196,12 @@ std::unique_ptr<Graph> Graph::clone() const {
     Stks[&S] = C->pushStack(Stks.lookup(S.Parent), Ents.lookup(S.Entry));
   // The copy of each node, by node id; the tables are sized once.
   std::vector<Node *> Copies(NextId, nullptr);
-  auto Map = [&](const Node *N) { return N ? Copies[N->getId()] : nullptr; };
+  auto Map = [&](const Node *N) -> Node * {
+    if (!N)
+      return nullptr;
+    assert(N->getId() < Copies.size() && "a node of another graph");
+    return Copies[N->getId()];
+  };
   C->NodeList.reserve(NodeList.size());
   C->Names.reserve(NodeList.size());
   for (const auto &N : NodeList) {

@@ -58,6 +58,7 @@ size_t mdplan::pruneUnreachable(Graph &G, ArrayRef<Node *> Roots) {
   std::vector<bool> Live(G.getIdBound(), false);
   SmallVector<const Node *, 64> Work;
   auto Visit = [&](const Node *M) {
+    assert((!M || M->getId() < Live.size()) && "a node of another graph");
     if (M && !Live[M->getId()]) {
       Live[M->getId()] = true;
       Work.push_back(M);
