@@ -162,6 +162,14 @@ std::string mdrt::formatEvalValue(const std::string &Name, double Value) {
              : fixed(Value, 4);
 }
 
+/// "cannot write <What> '<Path>'", with errno's reason when a failed
+/// stream operation left one (set errno to 0 before it).
+static Status writeError(const std::string &What, const std::string &Path) {
+  return Status::error(
+      "cannot write " + What + " '" + Path + "'" +
+      (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+}
+
 struct Trainer::Impl {
   std::shared_ptr<const PlanFile> Plan;
   TrainOptions Opts;
@@ -216,9 +224,7 @@ struct Trainer::Impl {
     Metrics.flush();
     if (Metrics)
       return;
-    MetricsStatus = Status::error(
-        "cannot write metrics file '" + Opts.MetricsPath + "'" +
-        (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+    MetricsStatus = writeError("metrics file", Opts.MetricsPath);
     Metrics.close();
   }
   Status MetricsStatus = Status::ok();
@@ -478,8 +484,7 @@ static Status openForWriting(std::ofstream &Out, const std::string &Path,
   Out.open(Path, std::ios::out | Mode);
   if (Out)
     return Status::ok();
-  return Status::error("cannot write " + What + " '" + Path + "'" +
-                       (errno ? std::string(": ") + std::strerror(errno) : ""));
+  return writeError(What, Path);
 }
 
 /// Whether \p A and \p B name one file (through links too; by name where
@@ -1172,9 +1177,7 @@ Status Trainer::run(TrainResult &R) {
     T.Exec->writeTrace(Trace);
     Trace.close();
     if (!Trace)
-      return Status::error(
-          "cannot write trace '" + O.TracePath + "'" +
-          (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+      return writeError("trace", O.TracePath);
     Written = true;
     if (TraceFrom >= Last)
       // Not "steps 2 to 1": the run ended before the traced steps.
