@@ -618,6 +618,11 @@ Status Executor::Impl::createDevices(std::vector<std::string> &Notes) {
       Notes.push_back(std::string("MDRT_CPU_KERNELS='") + K +
                       "' is none of auto, openblas and reference: the CPU "
                       "kernels are auto's");
+  if (const char *K = std::getenv("MDRT_CUDA_KERNELS"))
+    if (*K && std::strcmp(K, "auto") && std::strcmp(K, "reference"))
+      Notes.push_back(std::string("MDRT_CUDA_KERNELS='") + K +
+                      "' is neither auto nor reference: the GPU kernels are "
+                      "auto's");
   // A server's persistent memory is its task's, shared with its executors
   // for the other workers.
   std::vector<uint8_t *> Persistent(Devices.size(), nullptr);

@@ -84,6 +84,24 @@ Status reductionAxes(const std::vector<int64_t> &Axes, size_t Rank,
 /// "[2,3]".
 std::string shapeStr(const std::vector<int64_t> &S);
 
+/// One [A, R, K] -> [A, K] step of a reduction: each of the A x K sums
+/// adds R rows (one element every K, rows of the K == 1 case in 8
+/// interleaved lanes, CpuCommon.h's laneSum), in \p Pieces runs of consecutive
+/// rows (piece p: rows R * p / Pieces up to R * (p + 1) / Pieces) whose sums
+/// are then added in piece order. The plan depends on the shape alone, never on
+/// the thread count: a sum has the same bits on every machine, and the
+/// GPU's reference kernels (MDRT_CUDA_KERNELS=reference) add in this order.
+struct ReduceStep {
+  int64_t A = 1, R = 1, K = 1, Pieces = 1;
+};
+
+/// The steps of a sum of a tensor of \p Shape over the dimensions flagged in
+/// \p Reduced (same length): one per maximal run of reduced dimensions
+/// (size-1 dimensions vanish), innermost first, each reading the previous
+/// one's [A, K] sums. None when nothing is reduced (or the tensor is empty).
+std::vector<ReduceStep> planReduction(const std::vector<int64_t> &Shape,
+                                      const std::vector<bool> &Reduced);
+
 /// The dimensions of a MatMul: op(A)[M,K] x op(B)[K,N] = Y[M,N].
 struct MatMulDims {
   int64_t M = 0, N = 0, K = 0;

@@ -272,13 +272,13 @@ void ConvKernel<T>::backwardDataLoops(const T *F, const T *DY, T *DX) {
                             continue;
                           T *D = DX + ((Img * H + Ih) * W + Iw) * Ci;
                           const T *FP = F + (Kh * KW + Kw) * Ci * Co;
+                          // The sum over co in laneSum's fixed order
+                          // (the GPU's reference kernels add it so).
                           for (int64_t Cc = 0; Cc < Ci; ++Cc) {
                             const T *FR = FP + Cc * Co;
-                            T Sum = T(0);
-#pragma omp simd reduction(+ : Sum)
-                            for (int64_t O = 0; O < Co; ++O)
-                              Sum += FR[O] * G[O];
-                            D[Cc] += Sum;
+                            D[Cc] += laneSum<T>(0, Co, [FR, G](int64_t O) {
+                              return FR[O] * G[O];
+                            });
                           }
                         }
                       }

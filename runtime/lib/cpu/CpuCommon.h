@@ -22,6 +22,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -238,6 +239,15 @@ inline Acc laneSum(int64_t Begin, int64_t End, F &&Fn) {
   return ((L[0] + L[1]) + (L[2] + L[3])) + ((L[4] + L[5]) + (L[6] + L[7]));
 }
 
+/// exp(X) as Softmax and SparseSoftmaxCrossEntropy take it: in double,
+/// rounded once to T. float's own exp differs between libraries (glibc,
+/// CUDA) in the last bit; exp in double rounded to float agrees on both
+/// sides (but where the double results straddle a rounding boundary, about
+/// once in 2^28 values), so the GPU's reference kernels give the CPU's bits.
+template <typename T> inline T softmaxExp(T X) {
+  return T(std::exp(double(X)));
+}
+
 /// Flushes denormal results and operands to zero in the calling thread for
 /// a scope (the optimizer slots of units that stop learning decay into
 /// denormals, which are several times slower to compute with).
@@ -350,10 +360,10 @@ KernelOr makeZip(const KernelInfo &I) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-/// Sums a tensor over some of its dimensions, as a chain of [A, R, K] ->
-/// [A, K] steps (one per maximal run of reduced dimensions, innermost
-/// first) accumulated in AccType<T>, with the parallel strategy of each step
-/// chosen at plan time. The result is scaled and converted at the end.
+/// Sums a tensor over some of its dimensions in the order of
+/// planReduction's steps, accumulated in AccType<T>, with the parallel
+/// strategy of each step chosen at plan time (it never changes the order).
+/// The result is scaled and converted at the end.
 template <typename T> class Reducer {
 public:
   using Acc = AccType<T>;
@@ -371,8 +381,9 @@ public:
 
 private:
   struct Step {
-    int64_t A, R, K;
-    /// 0: parallel over A; 1: over K; 2: over R with per-thread partials.
+    ReduceStep S;
+    /// 0: parallel over A; 1: over K; 2: over pieces and A, with the
+    /// pieces' sums in Partials.
     int Mode;
     int Threads;
   };

@@ -458,7 +458,7 @@ public:
                       Max = XR[J] > Max ? XR[J] : Max;
                     double Sum = 0;
                     for (int64_t J = 0; J < NC; ++J) {
-                      YR[J] = std::exp(XR[J] - Max);
+                      YR[J] = softmaxExp(XR[J] - Max);
                       Sum += double(YR[J]);
                     }
                     const T S = T(Sum);

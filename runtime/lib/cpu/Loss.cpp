@@ -80,7 +80,7 @@ public:
                       Max = XR[J] > Max ? XR[J] : Max;
                     double Sum = 0;
                     for (int64_t J = 0; J < NC; ++J) {
-                      BR[J] = std::exp(XR[J] - Max);
+                      BR[J] = softmaxExp(XR[J] - Max);
                       Sum += double(BR[J]);
                     }
                     Loss[I] =

@@ -6,7 +6,8 @@
 //
 // The Reducer of CpuCommon.h and the kernels built on it: Sum, Mean,
 // SumToShape, BiasAddGrad; and L2Loss. Sums accumulate in double (floats)
-// or int64 (ints); partial sums of threads are added in thread order.
+// or int64 (ints), in an order fixed by the shape (planReduction's pieces),
+// so that the number of threads never changes a result.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,18 +25,21 @@ using namespace mdrt::cpu;
 // Reducer
 //===----------------------------------------------------------------------===//
 
-template <typename T>
-void Reducer<T>::init(const std::vector<int64_t> &Shape,
-                      const std::vector<bool> &Reduced, int NumThreads) {
-  Threads = std::max(NumThreads, 1);
-  InElems = 1;
-  OutElems = 1;
+/// Pieces of a sum of \p Elems elements over \p Rows rows: about 2^15
+/// elements each, at most 64, at least one row each.
+static int64_t piecesFor(int64_t Elems, int64_t Rows) {
+  constexpr int64_t PieceElems = int64_t(1) << 15, MaxPieces = 64;
+  return std::max<int64_t>(1, std::min({Elems / PieceElems, MaxPieces, Rows}));
+}
+
+std::vector<ReduceStep> cpu::planReduction(const std::vector<int64_t> &Shape,
+                                           const std::vector<bool> &Reduced) {
+  std::vector<ReduceStep> Steps;
   // Maximal runs of reduced / kept dimensions (size-1 dimensions vanish).
   std::vector<std::pair<int64_t, bool>> G;
   for (size_t K = 0; K < Shape.size(); ++K) {
-    InElems *= Shape[K];
-    if (!Reduced[K])
-      OutElems *= Shape[K];
+    if (Shape[K] == 0)
+      return Steps;
     if (Shape[K] == 1)
       continue;
     if (!G.empty() && G.back().second == Reduced[K])
@@ -43,10 +47,10 @@ void Reducer<T>::init(const std::vector<int64_t> &Shape,
     else
       G.push_back({Shape[K], Reduced[K]});
   }
-  Steps.clear();
-  if (InElems == 0)
-    return;
-  size_t BufSize = 0, PartialSize = 0;
+  // Sums of many rows into few outputs split their rows into pieces, which
+  // threads take; reductions with 1024 outputs or more are parallel over
+  // them instead.
+  constexpr int64_t ManyOutputs = 1024;
   for (;;) {
     int J = -1;
     for (size_t K = 0; K < G.size(); ++K)
@@ -54,25 +58,14 @@ void Reducer<T>::init(const std::vector<int64_t> &Shape,
         J = int(K);
     if (J < 0)
       break;
-    Step St;
-    St.A = 1;
-    St.K = 1;
+    ReduceStep St;
     St.R = G[size_t(J)].first;
     for (int K = 0; K < J; ++K)
       St.A *= G[size_t(K)].first;
     for (size_t K = size_t(J) + 1; K < G.size(); ++K)
       St.K *= G[K].first;
-    int Nt = threadsFor(St.A * St.R * St.K, GrainCheap, Threads);
-    St.Threads = Nt;
-    if (Nt <= 1 || St.A >= Nt) {
-      St.Mode = 0;
-    } else if (St.K >= 64 * Nt) {
-      St.Mode = 1;
-    } else {
-      St.Mode = 2;
-      PartialSize = std::max(PartialSize, size_t(Nt * St.A * St.K));
-    }
-    BufSize = std::max(BufSize, size_t(St.A * St.K));
+    if (St.A * St.K < ManyOutputs)
+      St.Pieces = piecesFor(St.A * St.R * St.K, St.R);
     Steps.push_back(St);
     G.erase(G.begin() + J);
     if (J > 0 && size_t(J) < G.size() && !G[size_t(J) - 1].second &&
@@ -80,6 +73,35 @@ void Reducer<T>::init(const std::vector<int64_t> &Shape,
       G[size_t(J) - 1].first *= G[size_t(J)].first;
       G.erase(G.begin() + J);
     }
+  }
+  return Steps;
+}
+
+template <typename T>
+void Reducer<T>::init(const std::vector<int64_t> &Shape,
+                      const std::vector<bool> &Reduced, int NumThreads) {
+  Threads = std::max(NumThreads, 1);
+  InElems = 1;
+  OutElems = 1;
+  for (size_t K = 0; K < Shape.size(); ++K) {
+    InElems *= Shape[K];
+    if (!Reduced[K])
+      OutElems *= Shape[K];
+  }
+  Steps.clear();
+  size_t BufSize = 0, PartialSize = 0;
+  for (const ReduceStep &RS : planReduction(Shape, Reduced)) {
+    Step St;
+    St.S = RS;
+    St.Threads = threadsFor(RS.A * RS.R * RS.K, GrainCheap, Threads);
+    if (RS.Pieces > 1) {
+      St.Mode = 2;
+      PartialSize = std::max(PartialSize, size_t(RS.Pieces * RS.A * RS.K));
+    } else {
+      St.Mode = RS.A >= St.Threads ? 0 : 1;
+    }
+    BufSize = std::max(BufSize, size_t(RS.A * RS.K));
+    Steps.push_back(St);
   }
   Buf[0].assign(BufSize, Acc(0));
   Buf[1].assign(Steps.size() > 1 ? BufSize : 0, Acc(0));
@@ -110,7 +132,7 @@ MDRT_CPU_CLONES void sumRows(const S *Src, int64_t A, int64_t R, int64_t K,
 template <typename T>
 template <typename S>
 void Reducer<T>::runStep(const Step &St, const S *Src, Acc *Dst) {
-  const int64_t A = St.A, R = St.R, K = St.K;
+  const int64_t A = St.S.A, R = St.S.R, K = St.S.K;
   switch (St.Mode) {
   case 0:
     parallelFor(A, 1, St.Threads, [&](int64_t B, int64_t E) {
@@ -125,18 +147,20 @@ void Reducer<T>::runStep(const Step &St, const S *Src, Acc *Dst) {
     });
     return;
   default: {
+    // Item p * A + a sums piece p of output row a into Partials.
     Acc *P = Partials.data();
-    const int64_t Size = A * K;
-    int Ran = parallelTeam(St.Threads, [&](int Id, int Nt) {
-      int64_t R0 = R * Id / Nt, R1 = R * (Id + 1) / Nt;
-      Acc *Mine = P + Id * Size;
-      for (int64_t I = 0; I < A; ++I)
-        sumRows(Src, I, R, K, R0, R1, 0, K, Mine + I * K);
+    const int64_t Pieces = St.S.Pieces, Size = A * K;
+    parallelFor(Pieces * A, 1, St.Threads, [&](int64_t B, int64_t E) {
+      for (int64_t It = B; It < E; ++It) {
+        int64_t Piece = It / A, I = It % A;
+        sumRows(Src, I, R, K, R * Piece / Pieces, R * (Piece + 1) / Pieces, 0,
+                K, P + It * K);
+      }
     });
     for (int64_t J = 0; J < Size; ++J) {
       Acc Sum = P[J];
-      for (int Id = 1; Id < Ran; ++Id)
-        Sum += P[Id * Size + J];
+      for (int64_t Piece = 1; Piece < Pieces; ++Piece)
+        Sum += P[Piece * Size + J];
       Dst[J] = Sum;
     }
     return;
@@ -327,7 +351,7 @@ MDRT_CPU_CLONES double sumSquares(const T *X, int64_t Begin, int64_t End) {
   });
 }
 
-/// sum(x^2) / 2.
+/// sum(x^2) / 2, in planReduction's pieces (a one-row sum of N elements).
 template <typename T> class L2LossKernel : public Kernel {
 public:
   Status init(const KernelInfo &I) {
@@ -335,25 +359,27 @@ public:
     MDRT_RETURN_IF_ERROR(checkTypes(I, {0}, {0}, I.Inputs[0].Type));
     MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[0], 1, "output"));
     N = I.Inputs[0].numElements();
+    Pieces = N ? piecesFor(N, N) : 1;
     Threads = threadsFor(N, GrainCheap, I.NumThreads);
-    Partials.assign(size_t(Threads), 0.0);
+    Partials.assign(size_t(Pieces), 0.0);
     return Status::ok();
   }
   void run(const ExecContext &C) override {
     const T *X = static_cast<const T *>(C.In[0]);
     double *P = Partials.data();
-    const int64_t Len = N;
-    int Ran = parallelTeam(Threads, [&](int Id, int Nt) {
-      P[Id] = sumSquares(X, Len * Id / Nt, Len * (Id + 1) / Nt);
+    const int64_t Len = N, Np = Pieces;
+    parallelFor(Np, 1, Threads, [&](int64_t B, int64_t E) {
+      for (int64_t Piece = B; Piece < E; ++Piece)
+        P[Piece] = sumSquares(X, Len * Piece / Np, Len * (Piece + 1) / Np);
     });
-    double Sum = 0;
-    for (int Id = 0; Id < Ran; ++Id)
-      Sum += P[Id];
+    double Sum = P[0];
+    for (int64_t Piece = 1; Piece < Np; ++Piece)
+      Sum += P[Piece];
     *static_cast<T *>(C.Out[0]) = T(Sum / 2);
   }
 
 private:
-  int64_t N = 0;
+  int64_t N = 0, Pieces = 1;
   int Threads = 1;
   std::vector<double> Partials;
 };

@@ -24,6 +24,7 @@
 #include "CudaCommon.h"
 #include "Lowering.h"
 #include "Pooling.h"
+#include "ReferenceMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -78,6 +79,13 @@ cublasStatus_t gemmRowMajor(cublasHandle_t H, bool TA, bool TB, int64_t M,
                        &Beta, Y, int(N));
 }
 
+/// The reference product (ReferenceMath.h), one element per thread.
+template <typename T>
+__global__ void refMatMulKernel(const T *A, const T *B, T *Y, int64_t M,
+                                int64_t N, int64_t K, bool TA, bool TB) {
+  GRID_STRIDE(I, M * N) { Y[I] = refMatMulAt(A, B, M, N, K, TA, TB, I); }
+}
+
 template <typename T> class MatMulKernel : public CudaKernel {
 public:
   Status init(const KernelInfo &I) {
@@ -91,6 +99,7 @@ public:
     if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
       return Status::error("MatMul dimensions beyond 2^31 are not supported "
                            "on GPUs");
+    Reference = referenceKernels();
     return Status::ok();
   }
 
@@ -105,9 +114,16 @@ public:
         Ctx->fail(cudaStatus(E, "cudaMemsetAsync"));
       return;
     }
-    cublasStatus_t S = gemmRowMajor<T>(
-        Ctx->Blas, TA, TB, M, N, K, static_cast<const T *>(C.In[0]),
-        static_cast<const T *>(C.In[1]), T(0), Y);
+    const T *A = static_cast<const T *>(C.In[0]);
+    const T *B = static_cast<const T *>(C.In[1]);
+    if (Reference) {
+      refMatMulKernel<T>
+          <<<gridFor(M * N), 256, 0, Ctx->Stream>>>(A, B, Y, M, N, K, TA, TB);
+      Ctx->checkLaunch("MatMul");
+      return;
+    }
+    cublasStatus_t S =
+        gemmRowMajor<T>(Ctx->Blas, TA, TB, M, N, K, A, B, T(0), Y);
     if (S != CUBLAS_STATUS_SUCCESS)
       Ctx->fail(cublasError(S, "cublasSgemm/cublasDgemm"));
   }
@@ -115,6 +131,8 @@ public:
 private:
   int64_t M = 0, N = 0, K = 0;
   bool TA = false, TB = false;
+  /// MDRT_CUDA_KERNELS=reference: refMatMulKernel instead of cuBLAS.
+  bool Reference = false;
 };
 
 //===----------------------------------------------------------------------===//
@@ -136,65 +154,27 @@ Status windowGeometry(const KernelInfo &I, const std::vector<int64_t> &X,
 
 using cpu::ConvMode;
 
-/// y[n,oh,ow,co] = sum x[n,ih,iw,ci] f[kh,kw,ci,co].
+/// The direct convolution kernels, one element per thread in the CPU
+/// reference loops' order (ReferenceMath.h): the reference kernels, and
+/// the fallback where a column matrix cannot be had.
 template <typename T>
 __global__ void convForwardKernel(Geometry G, const T *X, const T *F, T *Y) {
-  using A = std::conditional_t<std::is_same<T, float>::value, float, double>;
   GRID_STRIDE(I, G.N * G.OH * G.OW * G.Co) {
-    int64_t Co = I % G.Co, R = I / G.Co;
-    int64_t Ow = R % G.OW;
-    R /= G.OW;
-    int64_t Oh = R % G.OH, Img = R / G.OH;
-    A Acc = 0;
-    for (int64_t Kh = 0; Kh < G.KH; ++Kh) {
-      int64_t Ih = Oh * G.SH - G.PT + Kh;
-      if (Ih < 0 || Ih >= G.H)
-        continue;
-      for (int64_t Kw = 0; Kw < G.KW; ++Kw) {
-        int64_t Iw = Ow * G.SW - G.PL + Kw;
-        if (Iw < 0 || Iw >= G.W)
-          continue;
-        const T *XP = X + ((Img * G.H + Ih) * G.W + Iw) * G.C;
-        const T *FP = F + (Kh * G.KW + Kw) * G.C * G.Co + Co;
-        for (int64_t Ci = 0; Ci < G.C; ++Ci)
-          Acc += A(XP[Ci]) * A(FP[Ci * G.Co]);
-      }
-    }
-    Y[I] = T(Acc);
+    Y[I] = refConvForwardAt(G, X, F, I);
   }
 }
-
-/// dx[n,ih,iw,ci] = sum over the windows containing it of dy f.
 template <typename T>
 __global__ void convBackwardDataKernel(Geometry G, const T *F, const T *DY,
                                        T *DX) {
   GRID_STRIDE(I, G.N * G.H * G.W * G.C) {
-    int64_t Ci = I % G.C, R = I / G.C;
-    int64_t Iw = R % G.W;
-    R /= G.W;
-    int64_t Ih = R % G.H, Img = R / G.H;
-    T Acc = 0;
-    for (int64_t Kh = 0; Kh < G.KH; ++Kh) {
-      int64_t Th = Ih + G.PT - Kh;
-      if (Th < 0 || Th % G.SH)
-        continue;
-      int64_t Oh = Th / G.SH;
-      if (Oh >= G.OH)
-        continue;
-      for (int64_t Kw = 0; Kw < G.KW; ++Kw) {
-        int64_t Tw = Iw + G.PL - Kw;
-        if (Tw < 0 || Tw % G.SW)
-          continue;
-        int64_t Ow = Tw / G.SW;
-        if (Ow >= G.OW)
-          continue;
-        const T *DP = DY + ((Img * G.OH + Oh) * G.OW + Ow) * G.Co;
-        const T *FP = F + ((Kh * G.KW + Kw) * G.C + Ci) * G.Co;
-        for (int64_t Co = 0; Co < G.Co; ++Co)
-          Acc += DP[Co] * FP[Co];
-      }
-    }
-    DX[I] = Acc;
+    DX[I] = refConvBackwardDataAt(G, F, DY, I);
+  }
+}
+template <typename T>
+__global__ void convBackwardFilterKernel(Geometry G, const T *X, const T *DY,
+                                         T *DF) {
+  GRID_STRIDE(I, G.KH * G.KW * G.C * G.Co) {
+    DF[I] = refConvBackwardFilterAt(G, X, DY, I);
   }
 }
 
@@ -313,6 +293,9 @@ public:
     Degenerate = !G.N || !G.H || !G.W || !G.C || !G.Co || !G.OH || !G.OW;
     if (Degenerate)
       return Status::ok();
+    Reference = referenceKernels();
+    if (Reference)
+      return Status::ok();
     // The filter gradient is one matrix product, im2col(x)^T dy: cuBLAS
     // runs it several times faster than cuDNN's deterministic float32
     // algorithms (NHWC) and than a direct kernel.
@@ -367,6 +350,10 @@ public:
       }
       return;
     }
+    if (Reference) {
+      runDirect(C);
+      return;
+    }
 #ifdef MDRT_HAVE_CUDNN
     if (UseCudnn) {
       cudnnStatus_t E = runCudnn(C);
@@ -387,13 +374,21 @@ public:
       });
     }
 #endif
+    if (Lowered) {
+      runLowered(static_cast<const T *>(C.In[0]),
+                 static_cast<const T *>(C.In[1]), static_cast<T *>(C.Out[0]));
+      return;
+    }
+    runDirect(C);
+  }
+
+private:
+  /// The direct kernels (the reference kernels' order).
+  void runDirect(const ExecContext &C) {
+    cudaStream_t S = Ctx->Stream;
     const T *A = static_cast<const T *>(C.In[0]);
     const T *B = static_cast<const T *>(C.In[1]);
     T *Y = static_cast<T *>(C.Out[0]);
-    if (Lowered) {
-      runLowered(A, B, Y);
-      return;
-    }
     switch (Mode) {
     case ConvMode::Forward:
       convForwardKernel<T>
@@ -404,15 +399,13 @@ public:
           <<<gridFor(G.N * G.H * G.W * G.C), 256, 0, S>>>(G, A, B, Y);
       break;
     case ConvMode::BackwardFilter:
-      // Always lowered: init fails when it cannot be.
-      Ctx->fail(Status::error("internal error: a filter gradient without "
-                              "its column matrix"));
-      return;
+      convBackwardFilterKernel<T>
+          <<<gridFor(G.KH * G.KW * G.C * G.Co), 256, 0, S>>>(G, A, B, Y);
+      break;
     }
     Ctx->checkLaunch("a convolution");
   }
 
-private:
   /// Sets up the column matrix of this mode (Lowering): its table, at
   /// most MaxColumnBytes of rows at a time, and for the input gradient the
   /// turned filter.
@@ -729,6 +722,9 @@ private:
   Geometry G;
   size_t OutBytes = 0;
   bool Degenerate = false;
+  /// MDRT_CUDA_KERNELS=reference: the direct kernels, never cuDNN or a
+  /// column matrix.
+  bool Reference = false;
 };
 
 template <ConvMode Mode> KernelOr createConv(const KernelInfo &I) {

@@ -27,6 +27,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -324,6 +326,17 @@ inline unsigned residentGridFor(const Context &Ctx, int64_t N,
   int64_t Resident = int64_t(Ctx.Multiprocessors) * (2048 / Block);
   int64_t G = gridFor(N, Block);
   return unsigned(G < Resident ? G : Resident);
+}
+
+/// Whether MDRT_CUDA_KERNELS=reference asks for the reference kernels
+/// (ReferenceMath.h: the CPU's reference loops' order of additions, one
+/// output element per thread) for matrix products, convolutions, Sum, Mean,
+/// SumToShape, BiasAddGrad, Softmax and SparseSoftmaxCrossEntropy. Read
+/// when a kernel is created; another value than "reference" and "auto" is
+/// noted by the executor.
+inline bool referenceKernels() {
+  const char *V = std::getenv("MDRT_CUDA_KERNELS");
+  return V && std::strcmp(V, "reference") == 0;
 }
 
 /// Dst[i] = sum of Srcs[p][i] over p, added in order (the same-GPU

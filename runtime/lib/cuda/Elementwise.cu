@@ -21,6 +21,7 @@
 #include "Broadcast.h"
 #include "CudaCommon.h"
 #include "InputReport.h"
+#include "ReferenceMath.h"
 #include "UpdateMath.h"
 
 #include "mdrt/Random.h"
@@ -449,7 +450,7 @@ __global__ void softmaxKernel(const T *X, T *Y, int64_t Rows, int64_t Cols) {
   Max = warpMax(Max);
   double Sum = 0;
   for (int64_t J = Lane; J < Cols; J += 32) {
-    T E = dExp(XR[J] - Max);
+    T E = refSoftmaxExp<T>(XR[J] - Max);
     YR[J] = E;
     Sum += double(E);
   }
@@ -504,7 +505,7 @@ __global__ void ssceKernel(const T *X, const L *Labels, T *Loss, T *Back,
   Max = warpMax(Max);
   double Sum = 0;
   for (int64_t J = Lane; J < Cols; J += 32) {
-    T E = dExp(XR[J] - Max);
+    T E = refSoftmaxExp<T>(XR[J] - Max);
     BR[J] = E;
     Sum += double(E);
   }
@@ -518,6 +519,31 @@ __global__ void ssceKernel(const T *X, const L *Labels, T *Loss, T *Back,
   }
 }
 
+/// The reference rows (ReferenceMath.h): one thread a row.
+template <typename T>
+__global__ void refSoftmaxKernel(const T *X, T *Y, int64_t Rows, int64_t Cols) {
+  GRID_STRIDE(R, Rows) { refSoftmaxRow(X + R * Cols, Y + R * Cols, Cols); }
+}
+template <typename T, typename L>
+__global__ void refSsceKernel(const T *X, const L *Labels, T *Loss, T *Back,
+                              int64_t Rows, int64_t Cols,
+                              unsigned long long *Report) {
+  GRID_STRIDE(R, Rows) {
+    T *BR = Back + R * Cols;
+    const int64_t Label = int64_t(Labels[R]);
+    if (Label < 0 || Label >= Cols) {
+      const T Nan = dNan<T>();
+      Loss[R] = Nan;
+      for (int64_t J = 0; J < Cols; ++J)
+        BR[J] = Nan;
+      if (Report)
+        atomicMin(Report, (unsigned long long)packLabelReport(R, Label));
+      continue;
+    }
+    Loss[R] = refSsceRow(X + R * Cols, Label, BR, Cols);
+  }
+}
+
 inline unsigned rowBlocks(int64_t Rows) {
   return unsigned((Rows + RowsPerBlock - 1) / RowsPerBlock);
 }
@@ -525,11 +551,15 @@ inline unsigned rowBlocks(int64_t Rows) {
 template <typename T> class SoftmaxKernel : public CudaKernel {
 public:
   SoftmaxKernel(int64_t Rows, int64_t Cols, bool Grad)
-      : Rows(Rows), Cols(Cols), Grad(Grad) {}
+      : Rows(Rows), Cols(Cols), Grad(Grad), Reference(referenceKernels()) {}
   void run(const ExecContext &C) override {
     if (!Rows || !Cols)
       return;
-    if (Grad)
+    if (Reference && !Grad)
+      refSoftmaxKernel<T><<<gridFor(Rows), 256, 0, Ctx->Stream>>>(
+          static_cast<const T *>(C.In[0]), static_cast<T *>(C.Out[0]), Rows,
+          Cols);
+    else if (Grad)
       softmaxGradKernel<T>
           <<<rowBlocks(Rows), 32 * RowsPerBlock, 0, Ctx->Stream>>>(
               static_cast<const T *>(C.In[0]), static_cast<const T *>(C.In[1]),
@@ -544,6 +574,9 @@ public:
 private:
   int64_t Rows, Cols;
   bool Grad;
+  /// MDRT_CUDA_KERNELS=reference (Softmax only: SoftmaxGrad's sums are a
+  /// double dot product per row either way).
+  bool Reference;
 };
 
 KernelOr createSoftmaxLike(const KernelInfo &I, bool Grad) {
@@ -582,7 +615,7 @@ KernelOr createSoftmaxGrad(const KernelInfo &I) {
 template <typename T, typename L> class SsceKernel : public CudaKernel {
 public:
   SsceKernel(std::string Name, int64_t N, int64_t C)
-      : Name(std::move(Name)), N(N), C(C) {}
+      : Name(std::move(Name)), N(N), C(C), Reference(referenceKernels()) {}
   /// After bind(): a label out of range fails the step, as on the CPU,
   /// once the step's work has finished.
   Status init() {
@@ -607,10 +640,16 @@ public:
   void run(const ExecContext &X) override {
     if (!N)
       return;
-    ssceKernel<T, L><<<rowBlocks(N), 32 * RowsPerBlock, 0, Ctx->Stream>>>(
-        static_cast<const T *>(X.In[0]), static_cast<const L *>(X.In[1]),
-        static_cast<T *>(X.Out[0]), static_cast<T *>(X.Out[1]), N, C,
-        Report ? Report->device() : nullptr);
+    const T *Logits = static_cast<const T *>(X.In[0]);
+    const L *Labels = static_cast<const L *>(X.In[1]);
+    T *Loss = static_cast<T *>(X.Out[0]), *Back = static_cast<T *>(X.Out[1]);
+    unsigned long long *Word = Report ? Report->device() : nullptr;
+    if (Reference)
+      refSsceKernel<T, L><<<gridFor(N), 256, 0, Ctx->Stream>>>(
+          Logits, Labels, Loss, Back, N, C, Word);
+    else
+      ssceKernel<T, L><<<rowBlocks(N), 32 * RowsPerBlock, 0, Ctx->Stream>>>(
+          Logits, Labels, Loss, Back, N, C, Word);
     Ctx->checkLaunch("SparseSoftmaxCrossEntropy");
     if (Report)
       Report->collect(*Ctx);
@@ -619,6 +658,8 @@ public:
 private:
   std::string Name;
   int64_t N, C;
+  /// MDRT_CUDA_KERNELS=reference: refSsceKernel.
+  bool Reference;
   std::shared_ptr<ReportWord> Report;
 };
 

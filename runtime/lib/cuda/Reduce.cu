@@ -14,6 +14,7 @@
 
 #include "BatchNormMath.h"
 #include "CudaCommon.h"
+#include "ReferenceMath.h"
 
 #include <cmath>
 #include <limits>
@@ -265,6 +266,94 @@ KernelOr makeReduceKernel(const ReducePlan &P, bool Mean) {
   return finish(std::move(K));
 }
 
+//===----------------------------------------------------------------------===//
+// Reference reductions (MDRT_CUDA_KERNELS=reference): lib/cpu's steps and
+// order of additions (planReduction, ReferenceMath.h)
+//===----------------------------------------------------------------------===//
+
+/// Element I of a step's sums in [A][K], or with pieces of its pieces' sums
+/// in [Pieces][A][K] (lib/cpu's Partials): one thread each.
+template <typename S>
+__global__ void refStepKernel(cpu::ReduceStep St, const S *Src, double *Out) {
+  GRID_STRIDE(I, St.Pieces * St.A * St.K) {
+    const int64_t Kk = I % St.K, It = I / St.K;
+    int64_t R0, R1;
+    refPieceRows(St, It / St.A, R0, R1);
+    Out[I] = refRowSum<double>(St, Src, It % St.A, R0, R1, Kk);
+  }
+}
+
+/// A step's sums from its pieces' sums, added in piece order.
+__global__ void refAddPiecesKernel(cpu::ReduceStep St, const double *Partial,
+                                   double *Sums) {
+  GRID_STRIDE(J, St.A * St.K) { Sums[J] = refAddPieces(St, Partial, J); }
+}
+
+template <typename T>
+__global__ void refFinishKernel(const double *Sums, T *Y, int64_t N,
+                                int64_t Divisor) {
+  GRID_STRIDE(J, N) { Y[J] = refFinishSum<T>(Sums[J], 1.0, Divisor); }
+}
+
+/// A float sum (or mean) as a chain of planReduction's steps, each read
+/// from the previous one's double sums.
+template <typename T> class RefReduceKernel : public CudaKernel {
+public:
+  RefReduceKernel(std::vector<cpu::ReduceStep> Steps, int64_t Out,
+                  int64_t Divisor)
+      : Steps(std::move(Steps)), Out(Out), Divisor(Divisor) {}
+
+  Status init() {
+    size_t Sums = 0, Parts = 0;
+    for (const cpu::ReduceStep &St : Steps) {
+      Sums = std::max(Sums, size_t(St.A * St.K));
+      if (St.Pieces > 1)
+        Parts = std::max(Parts, size_t(St.Pieces * St.A * St.K));
+    }
+    for (int B = 0; B < (Steps.size() > 1 ? 2 : 1); ++B)
+      MDRT_RETURN_IF_ERROR(Buf[B].allocate(Sums * sizeof(double)));
+    if (Parts)
+      MDRT_RETURN_IF_ERROR(Partial.allocate(Parts * sizeof(double)));
+    return Status::ok();
+  }
+
+  void run(const ExecContext &C) override {
+    cudaStream_t S = Ctx->Stream;
+    double *Part = static_cast<double *>(Partial.get());
+    const double *Prev = nullptr;
+    for (size_t I = 0; I < Steps.size(); ++I) {
+      const cpu::ReduceStep &St = Steps[I];
+      double *Sums = static_cast<double *>(Buf[I % 2].get());
+      double *Dst = St.Pieces > 1 ? Part : Sums;
+      const int64_t N = St.Pieces * St.A * St.K;
+      if (I == 0)
+        refStepKernel<T><<<gridFor(N), 256, 0, S>>>(
+            St, static_cast<const T *>(C.In[0]), Dst);
+      else
+        refStepKernel<double><<<gridFor(N), 256, 0, S>>>(St, Prev, Dst);
+      if (St.Pieces > 1)
+        refAddPiecesKernel<<<gridFor(St.A * St.K), 256, 0, S>>>(St, Part, Sums);
+      Prev = Sums;
+    }
+    refFinishKernel<T><<<gridFor(Out), 256, 0, S>>>(
+        Prev, static_cast<T *>(C.Out[0]), Out, Divisor);
+    Ctx->checkLaunch("a reduction");
+  }
+
+private:
+  std::vector<cpu::ReduceStep> Steps;
+  int64_t Out, Divisor;
+  DeviceBuffer Buf[2], Partial;
+};
+
+template <typename T>
+KernelOr makeRefReduce(std::vector<cpu::ReduceStep> Steps, int64_t Out,
+                       int64_t Divisor) {
+  auto K = std::make_unique<RefReduceKernel<T>>(std::move(Steps), Out, Divisor);
+  MDRT_RETURN_IF_ERROR(K->init());
+  return finish(std::move(K));
+}
+
 /// Plans the sum of a tensor of \p Shape over the dimensions flagged in
 /// \p Reduced, merging adjacent dimensions of the same kind.
 Status planReduce(const std::vector<int64_t> &Shape,
@@ -333,6 +422,17 @@ KernelOr makeReduce(const KernelInfo &I, const std::vector<int64_t> &Shape,
   MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[0], Kept, "output"));
   ReducePlan P;
   MDRT_RETURN_IF_ERROR(planReduce(Shape, Reduced, P));
+  // The reference kernels where there is something to add (an empty mean
+  // is NaN, and no step leaves a copy: the default kernels' results).
+  std::vector<cpu::ReduceStep> Steps;
+  if (isFloatType(I.Inputs[0].Type) && referenceKernels())
+    Steps = cpu::planReduction(Shape, Reduced);
+  if (!Steps.empty()) {
+    const int64_t Divisor = Mean ? P.Count : 0;
+    if (I.Inputs[0].Type == DType::Float32)
+      return makeRefReduce<float>(std::move(Steps), Kept, Divisor);
+    return makeRefReduce<double>(std::move(Steps), Kept, Divisor);
+  }
   switch (I.Inputs[0].Type) {
   case DType::Float32:
     return makeReduceKernel<float>(P, Mean);
