@@ -96,6 +96,12 @@ for m in mlp cnn mlp-mirrored cnn-mirrored resnet cnn64; do
     --data="$DATA" --steps=20 --no-shuffle --no-eval --print-losses \
     --log-every=0 > "$OUT/cpu/$m.log"
 done
+# And with the reference kernels (the losses check's bit-for-bit pairs).
+for m in mlp cnn cnn-mirrored; do
+  env CUDA_VISIBLE_DEVICES= MDRT_CPU_KERNELS=reference "$MDRUN" "$P/$m.mdp" \
+    --soft-placement --data="$DATA" --steps=20 --no-shuffle --no-eval \
+    --print-losses --log-every=0 > "$OUT/cpu/$m-ref.log"
+done
 git -C "$ROOT" rev-parse HEAD > "$OUT/commit" 2>/dev/null || true
 # run-gpu-checks.sh refuses a carry made from another plan schema.
 sha256sum "$ROOT/schema/plan.fbs" | cut -d' ' -f1 > "$OUT/schema.sha256"
