@@ -14,7 +14,9 @@
 // MDRT_CUDA_CONV_GEMM=1) also as im2col and one product (Lowering; the
 // input gradient as a convolution of dy dilated by the strides with the
 // turned filter). Own direct kernels where the column matrix cannot be
-// allocated, or cuDNN fails on a run. MaxPool and MaxPoolGrad are own kernels
+// allocated, or cuDNN fails on a run. With MDRT_CUDA_KERNELS=reference,
+// products and convolutions are one element per thread in the CPU
+// reference loops' order (ReferenceMath.h), never cuBLAS or cuDNN. MaxPool and MaxPoolGrad are own kernels
 // with the CPU's tie rule (the first maximum of a window in row-major order
 // gets the gradient), which cuDNN does not promise.
 //

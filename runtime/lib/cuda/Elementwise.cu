@@ -10,7 +10,9 @@
 // counter-based draws as the CPU), Identity / Reshape / BatchSlice / Cast,
 // the losses and Accuracy, and the state updates. Same formulas, element
 // types and rounding points as the CPU kernels (docs/Ops.md); sums over
-// rows run in double like theirs, in a different order.
+// rows run in double like theirs, in a different order (the CPU's order,
+// one thread a row, for Softmax and SparseSoftmaxCrossEntropy with
+// MDRT_CUDA_KERNELS=reference: ReferenceMath.h).
 //
 // The step that Dropout and the Apply ops see is read on the device (the
 // Context's step counter, the global-step buffer), so a captured CUDA graph

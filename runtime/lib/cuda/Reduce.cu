@@ -8,7 +8,9 @@
 // and BatchNormGrad. Sums accumulate in double (int64 for integers) like the
 // CPU kernels, in an order fixed at set-up (a fixed tree; bands of rows for
 // column sums, ColumnSums; a resident grid for L2Loss), so they are
-// deterministic (but added in another order than on the CPU).
+// deterministic (but added in another order than on the CPU). With
+// MDRT_CUDA_KERNELS=reference, float Sum, Mean, SumToShape and BiasAddGrad
+// run lib/cpu's steps in its order instead (ReferenceMath.h).
 //
 //===----------------------------------------------------------------------===//
 
