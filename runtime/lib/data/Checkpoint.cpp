@@ -34,6 +34,10 @@
 //                   the data, row-major, little-endian
 //      end-4     4  u32 CRC32 (zlib's crc32) of every byte before it
 //
+// Every version, past and future, ends in that checksum, so that a file of
+// a newer version (which this reader refuses) is told from one whose
+// version field was damaged.
+//
 // Version 2 (still read) is the same but for flag bit 2, which it does not
 // define (the runtime of 2026-11-27 set it already: a version 2 file with
 // it set reads bytes unscaled; one without it may have come from a runtime
@@ -41,8 +45,9 @@
 // offset 68 is reserved and the tensors start at 72; it records no training
 // data but the position in it.
 //
-// Readers check, in order: magic, version, header size, file size against
-// the header (truncation), the checksum, then the tensors' structure.
+// Readers check, in order: magic, version (a newer one with the checksum),
+// header size, file size against the header (truncation), the checksum,
+// then the tensors' structure.
 //
 //===----------------------------------------------------------------------===//
 
@@ -416,17 +421,29 @@ static StatusOr<Checkpoint> parseBytes(const uint8_t *Bytes, size_t Size,
                          " bytes, fewer than the smallest checkpoint (" +
                          std::to_string(HeaderSizeV1 + ChecksumSize) + ")");
   uint32_t Version = getLE<uint32_t>(Bytes + 8);
-  // A newer runtime's file is not damaged; version 0, or a number no
-  // format will reach (a damaged field), is.
-  VersionError = Version > CheckpointFormatVersion && Version <= 255;
+  // Version 0, or a number no format will reach, is a damaged field.
   if (Version < 1 || Version > 255)
     return Status::error(What + " is corrupt: format version " +
                          std::to_string(Version));
-  if (Version > CheckpointFormatVersion)
+  if (Version > CheckpointFormatVersion) {
+    // Every version ends in the checksum of the bytes before it: a newer
+    // runtime's file is whole, a version field damaged in an older file
+    // is not.
+    uint32_t Stored = getLE<uint32_t>(Bytes + Size - ChecksumSize);
+    uint32_t Computed = crc32Update(uint32_t(crc32(0, nullptr, 0)), Bytes,
+                                    Size - ChecksumSize);
+    if (Stored != Computed)
+      return Status::error(What + " is corrupt: format version " +
+                           std::to_string(Version) +
+                           " and a checksum mismatch (stored " +
+                           hex32(Stored) + ", computed " + hex32(Computed) +
+                           ")");
+    VersionError = true;
     return Status::error(What + " has format version " +
                          std::to_string(Version) +
                          "; this runtime reads versions 1 to " +
                          std::to_string(CheckpointFormatVersion));
+  }
   const size_t Header = Version == 1 ? HeaderSizeV1 : HeaderSize;
   uint32_t HSize = getLE<uint32_t>(Bytes + 12);
   if (HSize != Header)

@@ -294,6 +294,20 @@ TEST(CheckpointTest, ReadsVersion1) {
                    "smallest checkpoint (76)");
 }
 
+/// Little-endian field of \p Bytes at \p Off.
+template <typename T> void putLE(std::vector<uint8_t> &Bytes, size_t Off, T V) {
+  for (size_t I = 0; I < sizeof(T); ++I)
+    Bytes[Off + I] = uint8_t(uint64_t(V) >> (8 * I));
+}
+
+/// Recomputes the trailing CRC32, as a writer that wrote the structure
+/// wrong would have: what parseCheckpoint finds is then past the checksum.
+void reseal(std::vector<uint8_t> &Bytes) {
+  size_t N = Bytes.size() - 4;
+  uint32_t Crc = uint32_t(crc32(crc32(0, nullptr, 0), Bytes.data(), uInt(N)));
+  putLE<uint32_t>(Bytes, N, Crc);
+}
+
 TEST(CheckpointTest, HeaderErrors) {
   Fixture F;
   StatusOr<std::vector<uint8_t>> Enc = encodeCheckpoint(F.State, F.refs());
@@ -302,8 +316,14 @@ TEST(CheckpointTest, HeaderErrors) {
   Bad[0] = 'X';
   EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "m"),
                    "checkpoint 'm' is not a checkpoint (bad magic)");
+  // A newer version's file is whole (its checksum holds); the same field
+  // changed in this version's file is damage.
   Bad = *Enc;
   Bad[8] = 4;
+  EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "v"),
+                   "checkpoint 'v' is corrupt: format version 4 and a "
+                   "checksum mismatch (stored 0x");
+  reseal(Bad);
   EXPECT_ERROR_HAS(parseCheckpoint(Bad.data(), Bad.size(), "v"),
                    "checkpoint 'v' has format version 4; this runtime reads "
                    "versions 1 to 3");
@@ -321,6 +341,9 @@ TEST(CheckpointTest, HeaderErrors) {
   EXPECT_TRUE(Damaged);
   Bad = *Enc;
   Bad[8] = 4;
+  EXPECT_FALSE(parseCheckpoint(Bad.data(), Bad.size(), "v", &Damaged).isOk());
+  EXPECT_TRUE(Damaged);
+  reseal(Bad);
   EXPECT_FALSE(parseCheckpoint(Bad.data(), Bad.size(), "v", &Damaged).isOk());
   EXPECT_FALSE(Damaged);
   // Version 0, or one no format reaches (a damaged field): damaged.
@@ -343,20 +366,6 @@ TEST(CheckpointTest, HeaderErrors) {
                    "cannot open checkpoint '" + Dir.file("none") +
                        "': No such file or directory");
   EXPECT_FALSE(Damaged);
-}
-
-/// Little-endian field of \p Bytes at \p Off.
-template <typename T> void putLE(std::vector<uint8_t> &Bytes, size_t Off, T V) {
-  for (size_t I = 0; I < sizeof(T); ++I)
-    Bytes[Off + I] = uint8_t(uint64_t(V) >> (8 * I));
-}
-
-/// Recomputes the trailing CRC32, as a writer that wrote the structure
-/// wrong would have: what parseCheckpoint finds is then past the checksum.
-void reseal(std::vector<uint8_t> &Bytes) {
-  size_t N = Bytes.size() - 4;
-  uint32_t Crc = uint32_t(crc32(crc32(0, nullptr, 0), Bytes.data(), uInt(N)));
-  putLE<uint32_t>(Bytes, N, Crc);
 }
 
 TEST(CheckpointTest, ReadsVersion2) {
