@@ -476,13 +476,20 @@ static int mdrunMain(int argc, char **argv) {
     return 1;
   }
   std::unique_ptr<ProcessGroup> Procs = Group.take();
-  // The other processes' command-line errors (UsageError).
+  // The other processes' command-line errors (UsageError), named by their
+  // place in the launch: no plan has said yet which is a worker and which
+  // a parameter server.
   if (launcherRank() >= 0) {
-    if (Status S = Procs->agree(Status::ok()); !S.isOk()) {
+    for (int R = 0; R < Procs->size(); ++R)
+      Procs->setRankName(R, "process " + std::to_string(R));
+    Status S = Procs->agree(Status::ok());
+    if (!S.isOk()) {
       if (Procs->rank() == 0)
         errorStream() << "mdrun: error: " << S.message() << '\n';
       return 2;
     }
+    for (int R = 0; R < Procs->size(); ++R)
+      Procs->setRankName(R, "");
   }
   if (Procs->size() == 1)
     return runReplica(PlanPath, T, Quiet, *Procs);
