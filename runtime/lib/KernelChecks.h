@@ -33,6 +33,20 @@
 
 namespace mdrt {
 
+/// \p B to the power \p E (>= 0) by binary exponentiation: the decayed
+/// learning rate's decay_rate^periods and Adam's beta^t. Plain products,
+/// which round the same on the CPU and the GPU (whose pow functions do not
+/// agree to the last bit).
+MDRT_HOST_DEVICE inline double integerPower(double B, int64_t E) {
+  double R = 1.0;
+  for (; E > 0; E >>= 1) {
+    if (E & 1)
+      R *= B;
+    B *= B;
+  }
+  return R;
+}
+
 /// Cast's conversion of one element, the same on every device. Float to
 /// integer truncates toward zero; NaN and values outside the integer
 /// type's range give its minimum (what x86's conversions give; C++ leaves
@@ -94,6 +108,11 @@ std::string shapeStr(const std::vector<int64_t> &S);
 struct ReduceStep {
   int64_t A = 1, R = 1, K = 1, Pieces = 1;
 };
+
+/// The pieces of a sum of \p Elems elements over \p Rows rows: about 2^15
+/// elements each, at most 64, at least one row each (L2Loss: a sum of
+/// N elements over N rows of one).
+int64_t reductionPieces(int64_t Elems, int64_t Rows);
 
 /// The steps of a sum of a tensor of \p Shape over the dimensions flagged in
 /// \p Reduced (same length): one per maximal run of reduced dimensions

@@ -97,7 +97,7 @@ for m in mlp cnn mlp-mirrored cnn-mirrored resnet cnn64; do
     --log-every=0 > "$OUT/cpu/$m.log"
 done
 # And with the reference kernels (the losses check's bit-for-bit pairs).
-for m in mlp cnn cnn-mirrored; do
+for m in mlp mlp-mirrored cnn cnn-mirrored; do
   env CUDA_VISIBLE_DEVICES= MDRT_CPU_KERNELS=reference "$MDRUN" "$P/$m.mdp" \
     --soft-placement --data="$DATA" --steps=20 --no-shuffle --no-eval \
     --print-losses --log-every=0 > "$OUT/cpu/$m-ref.log"

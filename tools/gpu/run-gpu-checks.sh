@@ -8,7 +8,7 @@
 #             planned for one GPU against the CPU's losses, carried and
 #             recomputed here, 20 steps, 1e-4 relative (the MLP), 3e-3
 #             (the convolutional networks), and the CNN in float64 (batch
-#             16) at 1e-5; then the MLP and the CNN (both placements) with
+#             16) at 1e-5; then the MLP and the CNN (both placements each) with
 #             the reference kernels on both sides (MDRT_CUDA_KERNELS and
 #             MDRT_CPU_KERNELS=reference) at 1e-4 (they agree to the bit);
 #   ckdiff    one SGD step of the CNN (both placements; also with
@@ -201,7 +201,7 @@ if want losses; then
   # GPU, MDRT_CPU_KERNELS=reference everywhere): the GPU adds in the CPU
   # loops' order, so the losses agree to the bit (issue 5's 1e-4 is the
   # bound; the line gives the largest difference, 0 when they do).
-  REF_MODELS="mlp cnn cnn-mirrored"
+  REF_MODELS="mlp mlp-mirrored cnn cnn-mirrored"
   [ -n "$DRY" ] && REF_MODELS=cnn # The plumbing; the CPU's loops are slow.
   for m in $REF_MODELS; do
     run20ref "$P/$m.mdp" "$LOGS/$m-gpu-ref.log" || { cat "$LOGS/$m-gpu-ref.log"; S=1; continue; }

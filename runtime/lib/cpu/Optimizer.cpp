@@ -141,7 +141,7 @@ struct LearningRate {
     if (DecaySteps <= 0)
       return Rate;
     int64_t Periods = Step / DecaySteps; // a staircase, as TF's
-    return Rate * std::pow(DecayRate, double(Periods));
+    return Rate * integerPower(DecayRate, Periods);
   }
 };
 
@@ -245,9 +245,9 @@ public:
     T *Vv = static_cast<T *>(C.In[2]);
     const T *G = static_cast<const T *>(C.In[3]);
     int64_t Step = readStep(C, 4);
-    double Tt = double(Step) + 1.0;
-    const T Alpha = T(LR.at(Step) * std::sqrt(1.0 - std::pow(Beta2, Tt)) /
-                      (1.0 - std::pow(Beta1, Tt)));
+    const T Alpha =
+        T(LR.at(Step) * std::sqrt(1.0 - integerPower(Beta2, Step + 1)) /
+          (1.0 - integerPower(Beta1, Step + 1)));
     const AdamConsts<T> A = {T(Beta1),       T(1.0 - Beta1), T(Beta2),
                              T(1.0 - Beta2), Alpha,          Eps};
     parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {

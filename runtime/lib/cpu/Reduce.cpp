@@ -25,9 +25,7 @@ using namespace mdrt::cpu;
 // Reducer
 //===----------------------------------------------------------------------===//
 
-/// Pieces of a sum of \p Elems elements over \p Rows rows: about 2^15
-/// elements each, at most 64, at least one row each.
-static int64_t piecesFor(int64_t Elems, int64_t Rows) {
+int64_t cpu::reductionPieces(int64_t Elems, int64_t Rows) {
   constexpr int64_t PieceElems = int64_t(1) << 15, MaxPieces = 64;
   return std::max<int64_t>(1, std::min({Elems / PieceElems, MaxPieces, Rows}));
 }
@@ -65,7 +63,7 @@ std::vector<ReduceStep> cpu::planReduction(const std::vector<int64_t> &Shape,
     for (size_t K = size_t(J) + 1; K < G.size(); ++K)
       St.K *= G[K].first;
     if (St.A * St.K < ManyOutputs)
-      St.Pieces = piecesFor(St.A * St.R * St.K, St.R);
+      St.Pieces = reductionPieces(St.A * St.R * St.K, St.R);
     Steps.push_back(St);
     G.erase(G.begin() + J);
     if (J > 0 && size_t(J) < G.size() && !G[size_t(J) - 1].second &&
@@ -359,7 +357,7 @@ public:
     MDRT_RETURN_IF_ERROR(checkTypes(I, {0}, {0}, I.Inputs[0].Type));
     MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[0], 1, "output"));
     N = I.Inputs[0].numElements();
-    Pieces = N ? piecesFor(N, N) : 1;
+    Pieces = N ? reductionPieces(N, N) : 1;
     Threads = threadsFor(N, GrainCheap, I.NumThreads);
     Partials.assign(size_t(Pieces), 0.0);
     return Status::ok();

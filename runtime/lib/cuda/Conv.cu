@@ -14,11 +14,12 @@
 // MDRT_CUDA_CONV_GEMM=1) also as im2col and one product (Lowering; the
 // input gradient as a convolution of dy dilated by the strides with the
 // turned filter). Own direct kernels where the column matrix cannot be
-// allocated, or cuDNN fails on a run. With MDRT_CUDA_KERNELS=reference,
-// products and convolutions are one element per thread in the CPU
-// reference loops' order (ReferenceMath.h), never cuBLAS or cuDNN. MaxPool and MaxPoolGrad are own kernels
-// with the CPU's tie rule (the first maximum of a window in row-major order
-// gets the gradient), which cuDNN does not promise.
+// allocated (the filter gradient too), or cuDNN fails on a run. With
+// MDRT_CUDA_KERNELS=reference, products and convolutions are one element per
+// thread in the CPU reference loops' order (ReferenceMath.h), never cuBLAS or
+// cuDNN. MaxPool and MaxPoolGrad are own kernels with the CPU's tie rule (the
+// first maximum of a window in row-major order gets the gradient), which cuDNN
+// does not promise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -298,14 +299,12 @@ public:
     Reference = referenceKernels();
     if (Reference)
       return Status::ok();
-    // The filter gradient is one matrix product, im2col(x)^T dy: cuBLAS
-    // runs it several times faster than cuDNN's deterministic float32
-    // algorithms (NHWC) and than a direct kernel.
-    if (Mode == ConvMode::BackwardFilter)
-      return initLowering();
+      // The filter gradient is one matrix product, im2col(x)^T dy: cuBLAS
+      // runs it several times faster than cuDNN's deterministic float32
+      // algorithms (NHWC) and than a direct kernel.
 #ifdef MDRT_HAVE_CUDNN
-    if (std::is_same<T, float>::value && G.PT == G.PB && G.PL == G.PR &&
-        Ctx->Dnn && !lowerAllConvolutions()) {
+    if (Mode != ConvMode::BackwardFilter && std::is_same<T, float>::value &&
+        G.PT == G.PB && G.PL == G.PR && Ctx->Dnn && !lowerAllConvolutions()) {
       // cuDNN is an optimisation: what it rejects runs on the own kernels.
       Status S = initCudnn();
       if (!S.isOk()) {

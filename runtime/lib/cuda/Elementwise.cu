@@ -939,7 +939,7 @@ struct LearningRate {
   __device__ double at(int64_t Step) const {
     if (DecaySteps <= 0)
       return Rate;
-    return Rate * ::pow(DecayRate, double(Step / DecaySteps));
+    return Rate * integerPower(DecayRate, Step / DecaySteps);
   }
 };
 
@@ -967,9 +967,8 @@ __global__ void updateKernel(UpdateParams P, T *__restrict__ Var,
       Sc[0] = T(1.0 - P.Decay);
     } else if constexpr (U == Update::Adam) {
       int64_t Step = *StepPtr;
-      double Tt = double(Step) + 1.0;
-      Sc[0] = T(P.LR.at(Step) * ::sqrt(1.0 - ::pow(P.Beta2, Tt)) /
-                (1.0 - ::pow(P.Beta1, Tt)));
+      Sc[0] = T(P.LR.at(Step) * ::sqrt(1.0 - integerPower(P.Beta2, Step + 1)) /
+                (1.0 - integerPower(P.Beta1, Step + 1)));
     } else {
       Sc[0] = T(P.LR.at(*StepPtr));
     }

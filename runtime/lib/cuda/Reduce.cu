@@ -9,8 +9,8 @@
 // CPU kernels, in an order fixed at set-up (a fixed tree; bands of rows for
 // column sums, ColumnSums; a resident grid for L2Loss), so they are
 // deterministic (but added in another order than on the CPU). With
-// MDRT_CUDA_KERNELS=reference, float Sum, Mean, SumToShape and BiasAddGrad
-// run lib/cpu's steps in its order instead (ReferenceMath.h).
+// MDRT_CUDA_KERNELS=reference, float Sum, Mean, SumToShape, BiasAddGrad
+// and L2Loss run lib/cpu's steps in its order instead (ReferenceMath.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -422,19 +422,23 @@ KernelOr makeReduce(const KernelInfo &I, const std::vector<int64_t> &Shape,
     if (!Reduced[K])
       Kept *= Shape[K];
   MDRT_RETURN_IF_ERROR(cpu::checkElements(I, I.Outputs[0], Kept, "output"));
-  ReducePlan P;
-  MDRT_RETURN_IF_ERROR(planReduce(Shape, Reduced, P));
   // The reference kernels where there is something to add (an empty mean
   // is NaN, and no step leaves a copy: the default kernels' results).
   std::vector<cpu::ReduceStep> Steps;
   if (isFloatType(I.Inputs[0].Type) && referenceKernels())
     Steps = cpu::planReduction(Shape, Reduced);
   if (!Steps.empty()) {
-    const int64_t Divisor = Mean ? P.Count : 0;
+    int64_t Count = 1;
+    for (size_t K = 0; K < Shape.size(); ++K)
+      if (Reduced[K])
+        Count *= Shape[K];
+    const int64_t Divisor = Mean ? Count : 0;
     if (I.Inputs[0].Type == DType::Float32)
       return makeRefReduce<float>(std::move(Steps), Kept, Divisor);
     return makeRefReduce<double>(std::move(Steps), Kept, Divisor);
   }
+  ReducePlan P;
+  MDRT_RETURN_IF_ERROR(planReduce(Shape, Reduced, P));
   switch (I.Inputs[0].Type) {
   case DType::Float32:
     return makeReduceKernel<float>(P, Mean);
@@ -531,16 +535,47 @@ __global__ void l2FinishKernel(const double *Partial, int Blocks, T *Y) {
 
 /// sum(x^2) / 2 over up to MaxBlocks blocks (a resident grid; the split is
 /// fixed at set-up, so the sum is the same every step).
+/// The reference L2Loss (MDRT_CUDA_KERNELS=reference): lib/cpu's pieces,
+/// one thread each, then added in order by one thread.
+template <typename T>
+__global__ void refL2PiecesKernel(const T *X, double *Partial, int64_t N,
+                                  int64_t Pieces) {
+  GRID_STRIDE(P, Pieces) {
+    Partial[P] = refSumSquares(X, N * P / Pieces, N * (P + 1) / Pieces);
+  }
+}
+template <typename T>
+__global__ void refL2FinishKernel(const double *Partial, int64_t Pieces, T *Y) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    double Sum = Partial[0];
+    for (int64_t P = 1; P < Pieces; ++P)
+      Sum += Partial[P];
+    *Y = T(Sum / 2);
+  }
+}
+
 template <typename T> class L2LossKernel : public CudaKernel {
 public:
   explicit L2LossKernel(int64_t N) : N(N) {}
   Status init() {
+    if (referenceKernels()) {
+      RefPieces = N ? cpu::reductionPieces(N, N) : 1;
+      return Partial.allocate(size_t(RefPieces) * sizeof(double));
+    }
     Blocks =
         int(std::min<int64_t>(residentGridFor(*Ctx, N, BlockSize), MaxBlocks));
     return Partial.allocate(size_t(Blocks) * sizeof(double));
   }
   void run(const ExecContext &C) override {
     double *P = static_cast<double *>(Partial.get());
+    if (RefPieces) {
+      refL2PiecesKernel<T><<<gridFor(RefPieces), 64, 0, Ctx->Stream>>>(
+          static_cast<const T *>(C.In[0]), P, N, RefPieces);
+      refL2FinishKernel<T>
+          <<<1, 32, 0, Ctx->Stream>>>(P, RefPieces, static_cast<T *>(C.Out[0]));
+      Ctx->checkLaunch("L2Loss");
+      return;
+    }
     l2PartialKernel<T><<<unsigned(Blocks), BlockSize, 0, Ctx->Stream>>>(
         static_cast<const T *>(C.In[0]), P, N);
     l2FinishKernel<T><<<1, BlockSize, 0, Ctx->Stream>>>(
@@ -552,6 +587,8 @@ private:
   static constexpr int64_t MaxBlocks = 1024;
   int64_t N;
   int Blocks = 1;
+  /// The reference kernels' pieces; 0 for the fast kernels.
+  int64_t RefPieces = 0;
   DeviceBuffer Partial;
 };
 

@@ -9,11 +9,11 @@
 // (unittests/runtime/kernels/ReferenceMathTest.cpp).
 //
 // With MDRT_CUDA_KERNELS=reference the GPU's matrix products, convolutions,
-// reductions (Sum, Mean, SumToShape, BiasAddGrad) and softmax rows (Softmax,
-// SparseSoftmaxCrossEntropy) are computed one output element per thread by
-// these functions: each adds its terms in the order the CPU's plain loops
-// (MDRT_CPU_KERNELS=reference, lib/cpu) add them, in the same precision, so
-// that a GPU run and a CPU run of one plan give the same bits step after
+// reductions (Sum, Mean, SumToShape, BiasAddGrad, L2Loss) and softmax rows
+// (Softmax, SparseSoftmaxCrossEntropy) are computed one output element per
+// thread by these functions: each adds its terms in the order the CPU's plain
+// loops (MDRT_CPU_KERNELS=reference, lib/cpu) add them, in the same precision,
+// so that a GPU run and a CPU run of one plan give the same bits step after
 // step. The kernels are built without FMA contraction (--fmad=false), like
 // the CPU's (-ffp-contract=off), so every product and sum rounds alone on
 // both sides. They are slow (no tiling, long dependent chains): they are
@@ -181,6 +181,25 @@ MDRT_HOST_DEVICE inline Acc refRowSum(const cpu::ReduceStep &St, const S *Src,
   for (int64_t I = R0; I < R1; ++I)
     D += Acc(Src[(Ai * St.R + I) * St.K + Kk]);
   return D;
+}
+
+/// The sum in double of the squares of \p X[Begin, End) in 8 interleaved
+/// lanes (lib/cpu/Reduce.cpp's sumSquares: L2Loss's pieces).
+template <typename T>
+MDRT_HOST_DEVICE inline double refSumSquares(const T *X, int64_t Begin,
+                                             int64_t End) {
+  double L[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t I = Begin;
+  for (; I + 8 <= End; I += 8)
+    for (int J = 0; J < 8; ++J) {
+      const double V = double(X[I + J]);
+      L[J] += V * V;
+    }
+  for (int J = 0; I < End; ++I, ++J) {
+    const double V = double(X[I]);
+    L[J] += V * V;
+  }
+  return ((L[0] + L[1]) + (L[2] + L[3])) + ((L[4] + L[5]) + (L[6] + L[7]));
 }
 
 /// Piece \p Piece's rows of a step: [R * p / Pieces, R * (p + 1) / Pieces).

@@ -314,18 +314,40 @@ TEST(CudaReferenceMath, PiecesDependOnTheShapeOnly) {
   EXPECT_TRUE(cpu::planReduction({3, 1}, {false, true}).empty());
 }
 
-TEST(CudaReferenceMath, L2LossGivesTheSameBitsOnAnyThreadCount) {
+TEST(CudaReferenceMath, L2LossMatchesTheCpuOnAnyThreadCount) {
   Rng G(19);
-  TT X = G.tensor(DType::Float32, {1000, 700});
-  std::vector<double> First;
-  for (int Threads : {1, 2, 3}) {
-    OpRunner R("L2Loss");
-    R.input(X).output(DType::Float32, {}).threads(Threads).run();
-    if (Threads == 1)
-      First = R.out(0);
-    else
-      expectEqual(R.out(0), First, "threads " + std::to_string(Threads));
+  for (int64_t N : {int64_t(0), int64_t(13), int64_t(700000)}) {
+    TT X = G.tensor(DType::Float32, {N});
+    std::vector<double> First;
+    for (int Threads : {1, 2, 3}) {
+      OpRunner R("L2Loss");
+      R.input(X).output(DType::Float32, {}).threads(Threads).run();
+      if (Threads == 1)
+        First = R.out(0);
+      else
+        expectEqual(R.out(0), First, "threads " + std::to_string(Threads));
+    }
+    // The GPU's reference L2Loss: the pieces' sums of squares, in order.
+    const std::vector<float> XT = asT<float>(X.V);
+    const int64_t Pieces = N ? cpu::reductionPieces(N, N) : 1;
+    double Sum = 0;
+    for (int64_t P = 0; P < Pieces; ++P) {
+      double Part =
+          cuda::refSumSquares(XT.data(), N * P / Pieces, N * (P + 1) / Pieces);
+      Sum = P ? Sum + Part : Part;
+    }
+    expectSameBits(std::vector<float>{float(Sum / 2)}, First,
+                   "L2Loss of " + std::to_string(N));
   }
+}
+
+TEST(CudaReferenceMath, IntegerPowerIsProductsOfSquares) {
+  EXPECT_EQ(integerPower(0.5, 0), 1.0);
+  EXPECT_EQ(integerPower(0.5, 10), 1.0 / 1024);
+  EXPECT_EQ(integerPower(-2.0, 3), -8.0);
+  // b^5 = b * (b^2)^2, rounded after each product.
+  const double B = 0.999, B2 = B * B, B4 = B2 * B2;
+  EXPECT_EQ(integerPower(B, 5), 1.0 * B * B4);
 }
 
 //===----------------------------------------------------------------------===//

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cuda/UpdateMath.h"
+#include "KernelChecks.h"
 
 #include "KernelTestUtil.h"
 
@@ -141,15 +142,16 @@ template <typename T> void checkUpdates(DType Ty) {
         .input(TT(Ty, {N}, Grad))
         .input(step(4));
     R.run();
-    // The CPU's (and the GPU's) scalars: in double, rounded once.
-    const double Tt = 5;
-    const AdamScalars<T> S = {T(0.9),
-                              T(1.0 - 0.9),
-                              T(0.999),
-                              T(1.0 - 0.999),
-                              T(1e-8),
-                              T(0.001 * std::sqrt(1.0 - std::pow(0.999, Tt)) /
-                                (1.0 - std::pow(0.9, Tt)))};
+    // The CPU's (and the GPU's) scalars: in double (beta^t as products,
+    // integerPower), rounded once.
+    const AdamScalars<T> S = {
+        T(0.9),
+        T(1.0 - 0.9),
+        T(0.999),
+        T(1.0 - 0.999),
+        T(1e-8),
+        T(0.001 * std::sqrt(1.0 - mdrt::integerPower(0.999, 5)) /
+          (1.0 - mdrt::integerPower(0.9, 5)))};
     std::vector<T> V(N), M(N), Q(N);
     for (size_t K = 0; K < N; ++K) {
       V[K] = T(Var[K]);
