@@ -88,20 +88,39 @@ MDRT_HOST_DEVICE inline void refWindowsCovering(int64_t P, int64_t K, int64_t S,
   End = Last + 1 < Out ? Last + 1 : Out;
 }
 
-/// The sum of A[j] B[j] over [0, N) in 8 interleaved lanes added in a
-/// fixed tree at the end (lib/cpu's laneSum, which vectorizes without
-/// reassociation).
-template <typename T>
-MDRT_HOST_DEVICE inline T refLaneSum(const T *A, const T *B, int64_t N) {
-  T L[8] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
-  int64_t J = 0;
-  for (; J + 8 <= N; J += 8)
-    for (int K = 0; K < 8; ++K)
-      L[K] += A[J + K] * B[J + K];
-  for (int K = 0; J < N; ++J, ++K)
-    L[K] += A[J] * B[J];
+/// The sum in \p Acc of Fn(i) over [Begin, End) in 8 interleaved lanes
+/// added in a fixed tree at the end (lib/cpu's laneSum, which vectorizes
+/// without reassociation). \p Fn is a functor (host and device code).
+template <typename Acc, typename F>
+MDRT_HOST_DEVICE inline Acc refLaneSum(int64_t Begin, int64_t End,
+                                       const F &Fn) {
+  Acc L[8] = {Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0)};
+  int64_t I = Begin;
+  for (; I + 8 <= End; I += 8)
+    for (int J = 0; J < 8; ++J)
+      L[J] += Fn(I + J);
+  for (int J = 0; I < End; ++I, ++J)
+    L[J] += Fn(I);
   return ((L[0] + L[1]) + (L[2] + L[3])) + ((L[4] + L[5]) + (L[6] + L[7]));
 }
+
+/// The terms of refLaneSum's sums: products A[i] B[i]; elements in Acc;
+/// squares in double.
+template <typename T> struct RefProducts {
+  const T *A, *B;
+  MDRT_HOST_DEVICE T operator()(int64_t I) const { return A[I] * B[I]; }
+};
+template <typename Acc, typename S> struct RefElements {
+  const S *P;
+  MDRT_HOST_DEVICE Acc operator()(int64_t I) const { return Acc(P[I]); }
+};
+template <typename T> struct RefSquares {
+  const T *X;
+  MDRT_HOST_DEVICE double operator()(int64_t I) const {
+    const double V = double(X[I]);
+    return V * V;
+  }
+};
 
 /// Element \p I of Conv2DBackpropInput's dx[n,ih,iw,ci]: the CPU scatters
 /// each output position's sum over co of f dy (refLaneSum's order) into
@@ -125,7 +144,7 @@ MDRT_HOST_DEVICE inline T refConvBackwardDataAt(const Geometry &G, const T *F,
       const int64_t Kw = Iw + G.PL - Ow * G.SW;
       const T *DP = DY + ((Img * G.OH + Oh) * G.OW + Ow) * G.Co;
       const T *FP = F + ((Kh * G.KW + Kw) * G.C + Ci) * G.Co;
-      Acc += refLaneSum<T>(FP, DP, G.Co);
+      Acc += refLaneSum<T>(0, G.Co, RefProducts<T>{FP, DP});
     }
   }
   return Acc;
@@ -166,17 +185,8 @@ template <typename Acc, typename S>
 MDRT_HOST_DEVICE inline Acc refRowSum(const cpu::ReduceStep &St, const S *Src,
                                       int64_t Ai, int64_t R0, int64_t R1,
                                       int64_t Kk) {
-  if (St.K == 1) {
-    const S *P = Src + Ai * St.R;
-    Acc L[8] = {Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0)};
-    int64_t I = R0;
-    for (; I + 8 <= R1; I += 8)
-      for (int J = 0; J < 8; ++J)
-        L[J] += Acc(P[I + J]);
-    for (int J = 0; I < R1; ++I, ++J)
-      L[J] += Acc(P[I]);
-    return ((L[0] + L[1]) + (L[2] + L[3])) + ((L[4] + L[5]) + (L[6] + L[7]));
-  }
+  if (St.K == 1)
+    return refLaneSum<Acc>(R0, R1, RefElements<Acc, S>{Src + Ai * St.R});
   Acc D = Acc(0);
   for (int64_t I = R0; I < R1; ++I)
     D += Acc(Src[(Ai * St.R + I) * St.K + Kk]);
@@ -188,18 +198,7 @@ MDRT_HOST_DEVICE inline Acc refRowSum(const cpu::ReduceStep &St, const S *Src,
 template <typename T>
 MDRT_HOST_DEVICE inline double refSumSquares(const T *X, int64_t Begin,
                                              int64_t End) {
-  double L[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t I = Begin;
-  for (; I + 8 <= End; I += 8)
-    for (int J = 0; J < 8; ++J) {
-      const double V = double(X[I + J]);
-      L[J] += V * V;
-    }
-  for (int J = 0; I < End; ++I, ++J) {
-    const double V = double(X[I]);
-    L[J] += V * V;
-  }
-  return ((L[0] + L[1]) + (L[2] + L[3])) + ((L[4] + L[5]) + (L[6] + L[7]));
+  return refLaneSum<double>(Begin, End, RefSquares<T>{X});
 }
 
 /// Piece \p Piece's rows of a step: [R * p / Pieces, R * (p + 1) / Pieces).
