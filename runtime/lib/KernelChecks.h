@@ -47,6 +47,22 @@ MDRT_HOST_DEVICE inline double integerPower(double B, int64_t E) {
   return R;
 }
 
+/// The sum in \p Acc of Fn(I) over [Begin, End) kept in 8 interleaved
+/// lanes added in a fixed order at the end: it vectorizes without
+/// reassociation, so every instruction set gives the same sum, and the
+/// GPU's reference kernels (lib/cuda/ReferenceMath.h) add in this order too.
+template <typename Acc, typename F>
+MDRT_HOST_DEVICE inline Acc laneSum(int64_t Begin, int64_t End, const F &Fn) {
+  Acc L[8] = {Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0)};
+  int64_t I = Begin;
+  for (; I + 8 <= End; I += 8)
+    for (int J = 0; J < 8; ++J)
+      L[J] += Fn(I + J);
+  for (int J = 0; I < End; ++I, ++J)
+    L[J] += Fn(I);
+  return ((L[0] + L[1]) + (L[2] + L[3])) + ((L[4] + L[5]) + (L[6] + L[7]));
+}
+
 /// Cast's conversion of one element, the same on every device. Float to
 /// integer truncates toward zero; NaN and values outside the integer
 /// type's range give its minimum (what x86's conversions give; C++ leaves
@@ -100,7 +116,7 @@ std::string shapeStr(const std::vector<int64_t> &S);
 
 /// One [A, R, K] -> [A, K] step of a reduction: each of the A x K sums
 /// adds R rows (one element every K, rows of the K == 1 case in 8
-/// interleaved lanes, CpuCommon.h's laneSum), in \p Pieces runs of consecutive
+/// interleaved lanes, laneSum), in \p Pieces runs of consecutive
 /// rows (piece p: rows R * p / Pieces up to R * (p + 1) / Pieces) whose sums
 /// are then added in piece order. The plan depends on the shape alone, never on
 /// the thread count: a sum has the same bits on every machine, and the

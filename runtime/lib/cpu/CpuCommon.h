@@ -224,21 +224,6 @@ private:
   int Saved;
 };
 
-/// The sum of Fn(I) over [Begin, End) kept in 8 interleaved lanes added in
-/// a fixed order at the end: it vectorizes without reassociation, so every
-/// instruction set gives the same sum.
-template <typename Acc, typename F>
-inline Acc laneSum(int64_t Begin, int64_t End, F &&Fn) {
-  Acc L[8] = {};
-  int64_t I = Begin;
-  for (; I + 8 <= End; I += 8)
-    for (int J = 0; J < 8; ++J)
-      L[J] += Fn(I + J);
-  for (int J = 0; I < End; ++I, ++J)
-    L[J] += Fn(I);
-  return ((L[0] + L[1]) + (L[2] + L[3])) + ((L[4] + L[5]) + (L[6] + L[7]));
-}
-
 /// exp(X) as Softmax and SparseSoftmaxCrossEntropy take it: in double,
 /// rounded once to T. float's own exp differs between libraries (glibc,
 /// CUDA) in the last bit; exp in double rounded to float agrees on both

@@ -88,23 +88,7 @@ MDRT_HOST_DEVICE inline void refWindowsCovering(int64_t P, int64_t K, int64_t S,
   End = Last + 1 < Out ? Last + 1 : Out;
 }
 
-/// The sum in \p Acc of Fn(i) over [Begin, End) in 8 interleaved lanes
-/// added in a fixed tree at the end (lib/cpu's laneSum, which vectorizes
-/// without reassociation). \p Fn is a functor (host and device code).
-template <typename Acc, typename F>
-MDRT_HOST_DEVICE inline Acc refLaneSum(int64_t Begin, int64_t End,
-                                       const F &Fn) {
-  Acc L[8] = {Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0), Acc(0)};
-  int64_t I = Begin;
-  for (; I + 8 <= End; I += 8)
-    for (int J = 0; J < 8; ++J)
-      L[J] += Fn(I + J);
-  for (int J = 0; I < End; ++I, ++J)
-    L[J] += Fn(I);
-  return ((L[0] + L[1]) + (L[2] + L[3])) + ((L[4] + L[5]) + (L[6] + L[7]));
-}
-
-/// The terms of refLaneSum's sums: products A[i] B[i]; elements in Acc;
+/// The terms of the reference kernels' lane sums (laneSum, KernelChecks.h): products A[i] B[i]; elements in Acc;
 /// squares in double.
 template <typename T> struct RefProducts {
   const T *A, *B;
@@ -123,7 +107,7 @@ template <typename T> struct RefSquares {
 };
 
 /// Element \p I of Conv2DBackpropInput's dx[n,ih,iw,ci]: the CPU scatters
-/// each output position's sum over co of f dy (refLaneSum's order) into
+/// each output position's sum over co of f dy (laneSum's order) into
 /// dx, output positions in row-major order (lib/cpu/Conv.cpp's
 /// backwardDataLoops); this adds the same sums in the same order.
 template <typename T>
@@ -144,7 +128,7 @@ MDRT_HOST_DEVICE inline T refConvBackwardDataAt(const Geometry &G, const T *F,
       const int64_t Kw = Iw + G.PL - Ow * G.SW;
       const T *DP = DY + ((Img * G.OH + Oh) * G.OW + Ow) * G.Co;
       const T *FP = F + ((Kh * G.KW + Kw) * G.C + Ci) * G.Co;
-      Acc += refLaneSum<T>(0, G.Co, RefProducts<T>{FP, DP});
+      Acc += laneSum<T>(0, G.Co, RefProducts<T>{FP, DP});
     }
   }
   return Acc;
@@ -186,7 +170,7 @@ MDRT_HOST_DEVICE inline Acc refRowSum(const cpu::ReduceStep &St, const S *Src,
                                       int64_t Ai, int64_t R0, int64_t R1,
                                       int64_t Kk) {
   if (St.K == 1)
-    return refLaneSum<Acc>(R0, R1, RefElements<Acc, S>{Src + Ai * St.R});
+    return laneSum<Acc>(R0, R1, RefElements<Acc, S>{Src + Ai * St.R});
   Acc D = Acc(0);
   for (int64_t I = R0; I < R1; ++I)
     D += Acc(Src[(Ai * St.R + I) * St.K + Kk]);
@@ -198,7 +182,7 @@ MDRT_HOST_DEVICE inline Acc refRowSum(const cpu::ReduceStep &St, const S *Src,
 template <typename T>
 MDRT_HOST_DEVICE inline double refSumSquares(const T *X, int64_t Begin,
                                              int64_t End) {
-  return refLaneSum<double>(Begin, End, RefSquares<T>{X});
+  return laneSum<double>(Begin, End, RefSquares<T>{X});
 }
 
 /// Piece \p Piece's rows of a step: [R * p / Pieces, R * (p + 1) / Pieces).
