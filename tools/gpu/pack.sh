@@ -17,7 +17,10 @@
 #                                     (labels: from test/cuda/Inputs)
 #   cnn64.mdg                         the CNN in float64 (float64_model.py)
 #   cpu/*.log                         per-step losses of those plans on this
-#                                     machine's CPU (soft placement)
+#                                     machine's CPU (soft placement); *-ref.log
+#                                     with the reference kernels, for the
+#                                     plans in REF_MODELS (default: mlp,
+#                                     mlp-mirrored, cnn, cnn-mirrored)
 #   commit, schema.sha256             what the carry was made from
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -97,7 +100,9 @@ for m in mlp cnn mlp-mirrored cnn-mirrored resnet cnn64; do
     --log-every=0 > "$OUT/cpu/$m.log"
 done
 # And with the reference kernels (the losses check's bit-for-bit pairs).
-for m in mlp mlp-mirrored cnn cnn-mirrored; do
+# REF_MODELS narrows them: the dry run (test/cuda/gpu-checks-dry-run.test)
+# compares the MLP only, and the CNN's plain loops take seconds a run.
+for m in ${REF_MODELS:-mlp mlp-mirrored cnn cnn-mirrored}; do
   env CUDA_VISIBLE_DEVICES= MDRT_CPU_KERNELS=reference "$MDRUN" "$P/$m.mdp" \
     --soft-placement --data="$DATA" --steps=20 --no-shuffle --no-eval \
     --print-losses --log-every=0 > "$OUT/cpu/$m-ref.log"

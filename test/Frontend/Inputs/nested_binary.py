@@ -13,7 +13,13 @@ def varint(n):
 depth = int(sys.argv[1])
 # Innermost scope holds a Const node "a" (Scope.node = 6, Node.name = 1, Node.op = 2).
 node = b'\x0a\x01a' + b'\x12\x05Const'
-inner = b'\x32' + varint(len(node)) + node
+# Each level is a tag and a length before the level inside it: collect the
+# headers from the inside out and join once (prepending to one bytes object
+# copies it every level, quadratic at 100000 levels).
+heads = [b'\x32' + varint(len(node))]
+size = len(node) + len(heads[0])
 for _ in range(depth - 1):
-    inner = b'\x3a' + varint(len(inner)) + inner
-sys.stdout.buffer.write(b'\x1a' + varint(len(inner)) + inner)
+    heads.append(b'\x3a' + varint(size))
+    size += len(heads[-1])
+heads.append(b'\x1a' + varint(size))
+sys.stdout.buffer.write(b''.join(reversed(heads)) + node)
