@@ -226,6 +226,47 @@ static int serveTask(const std::string &PlanPath, const TrainOptions &T,
 /// take it (UsageError in mdrunMain).
 constexpr int UsageMeetingSeconds = 30;
 
+/// What a process of a launch does once it has read its command line.
+enum class LaunchRole {
+  Run,      ///< runs its plan
+  NoRun,    ///< --help or --version: runs nothing
+  BadUsage, ///< a command-line error
+};
+
+/// Under a launcher of several processes, each with its own command line,
+/// the processes meet once they have read theirs, so that they all end
+/// alike rather than some waiting for others that left: returns -1 when
+/// every process runs its plan; 0 when none does (all asked for --help or
+/// --version); else 2, the first process printing the lowest process's
+/// command-line error, or the first --help or --version among processes
+/// that run a plan. \p Message says what is wrong here (BadUsage, NoRun).
+/// Processes are named by their place in the launch: no plan has said
+/// yet which is a worker and which a parameter server.
+static int meetLaunch(ProcessGroup &Procs, LaunchRole Role,
+                      const std::string &Message) {
+  if (Procs.size() == 1)
+    return Role == LaunchRole::Run ? -1 : Role == LaunchRole::NoRun ? 0 : 2;
+  for (int R = 0; R < Procs.size(); ++R)
+    Procs.setRankName(R, "process " + std::to_string(R));
+  // Command-line errors before --help and --version.
+  Status Local =
+      Role == LaunchRole::Run ? Status::ok() : Status::error(Message);
+  Status S = Procs.agree(Local, Role == LaunchRole::BadUsage ? 0 : 1);
+  for (int R = 0; R < Procs.size(); ++R)
+    Procs.setRankName(R, "");
+  int64_t Counts[2] = {Role == LaunchRole::Run, Role == LaunchRole::BadUsage};
+  Status Summed = Procs.allReduceSum(DType::Int64, Counts, 2);
+  if (!Summed.isOk())
+    S = Summed;
+  if (S.isOk())
+    return -1;
+  if (Summed.isOk() && Counts[0] == 0 && Counts[1] == 0)
+    return 0;
+  if (Procs.rank() == 0)
+    errorStream() << "mdrun: error: " << S.message() << '\n';
+  return 2;
+}
+
 static int mdrunMain(int argc, char **argv) {
   // Before any thread (MPI's, the data prefetcher, the devices') can read
   // the environment.
@@ -252,7 +293,7 @@ static int mdrunMain(int argc, char **argv) {
     }).detach();
     auto Group = createProcessGroup(argc, argv);
     if (Group.isOk())
-      (void)(*Group)->agree(Status::error(Message));
+      (void)meetLaunch(**Group, LaunchRole::BadUsage, Message);
     return 2;
   };
   TrainOptions T;
@@ -422,16 +463,23 @@ static int mdrunMain(int argc, char **argv) {
       return UsageError("invalid value '" + Value + "' for --" + Name);
     }
   }
-  // Under a launcher, once (the first process).
-  if (Help) {
-    if (launcherRank() <= 0)
+  // Under a launcher, once (the first process); then the processes meet,
+  // so that one given a plan does not wait for this one (meetLaunch).
+  if (Help || Version) {
+    if (launcherRank() <= 0 && Help)
       usage(Opts, std::cout);
-    return 0;
-  }
-  if (Version) {
-    if (launcherRank() <= 0)
+    else if (launcherRank() <= 0)
       std::cout << "mdrun " MDPLAN_VERSION_STRING "\n";
-    return 0;
+    std::cout.flush();
+    if (launcherRank() < 0)
+      return 0;
+    auto Group = createProcessGroup(argc, argv);
+    if (!Group.isOk())
+      return 0;
+    return meetLaunch(**Group, LaunchRole::NoRun,
+                      std::string(Help ? "--help" : "--version") +
+                          " runs no plan, but other processes were given "
+                          "one: give it to every process or to none");
   }
   if (!PrintCheckpoint.empty())
     return printCheckpoint(PrintCheckpoint);
@@ -476,20 +524,12 @@ static int mdrunMain(int argc, char **argv) {
     return 1;
   }
   std::unique_ptr<ProcessGroup> Procs = Group.take();
-  // The other processes' command-line errors (UsageError), named by their
-  // place in the launch: no plan has said yet which is a worker and which
-  // a parameter server.
+  // The other processes' command-line errors (UsageError), --help and
+  // --version.
   if (launcherRank() >= 0) {
-    for (int R = 0; R < Procs->size(); ++R)
-      Procs->setRankName(R, "process " + std::to_string(R));
-    Status S = Procs->agree(Status::ok());
-    if (!S.isOk()) {
-      if (Procs->rank() == 0)
-        errorStream() << "mdrun: error: " << S.message() << '\n';
-      return 2;
-    }
-    for (int R = 0; R < Procs->size(); ++R)
-      Procs->setRankName(R, "");
+    int Code = meetLaunch(*Procs, LaunchRole::Run, "");
+    if (Code >= 0)
+      return Code;
   }
   if (Procs->size() == 1)
     return runReplica(PlanPath, T, Quiet, *Procs);
