@@ -229,19 +229,19 @@ constexpr int UsageMeetingSeconds = 30;
 /// What a process of a launch does once it has read its command line.
 enum class LaunchRole {
   Run,      ///< runs its plan
-  NoRun,    ///< --help or --version: runs nothing
+  NoRun,    ///< --help, --version, --print-checkpoint, --dump-plan
   BadUsage, ///< a command-line error
 };
 
 /// Under a launcher of several processes, each with its own command line,
 /// the processes meet once they have read theirs, so that they all end
 /// alike rather than some waiting for others that left: returns -1 when
-/// every process runs its plan; 0 when none does (all asked for --help or
-/// --version); else 2, the first process printing the lowest process's
-/// command-line error, or the first --help or --version among processes
-/// that run a plan. \p Message says what is wrong here (BadUsage, NoRun).
-/// Processes are named by their place in the launch: no plan has said
-/// yet which is a worker and which a parameter server.
+/// every process runs its plan; 0 when none does (NoRun: --help and the
+/// like everywhere); else 2, the first process printing the lowest
+/// process's command-line error, or else the first NoRun process's
+/// message when others run a plan. \p Message says what is wrong here
+/// (BadUsage, NoRun). Processes are named by their place in the launch: no plan
+/// has said yet which is a worker and which a parameter server.
 static int meetLaunch(ProcessGroup &Procs, LaunchRole Role,
                       const std::string &Message) {
   if (Procs.size() == 1)
@@ -463,26 +463,36 @@ static int mdrunMain(int argc, char **argv) {
       return UsageError("invalid value '" + Value + "' for --" + Name);
     }
   }
-  // Under a launcher, once (the first process); then the processes meet,
-  // so that one given a plan does not wait for this one (meetLaunch).
-  if (Help || Version) {
-    if (launcherRank() <= 0 && Help)
-      usage(Opts, std::cout);
-    else if (launcherRank() <= 0)
-      std::cout << "mdrun " MDPLAN_VERSION_STRING "\n";
+  // A process that runs no plan (--help, --version, --print-checkpoint,
+  // --dump-plan) meets the others under a launcher, so that one given a
+  // plan does not wait for it (meetLaunch). \p Code is its own status.
+  auto EndWithoutRun = [&](int Code, const char *Flag) {
     std::cout.flush();
     if (launcherRank() < 0)
-      return 0;
+      return Code;
     auto Group = createProcessGroup(argc, argv);
     if (!Group.isOk())
-      return 0;
-    return meetLaunch(**Group, LaunchRole::NoRun,
-                      std::string(Help ? "--help" : "--version") +
-                          " runs no plan, but other processes were given "
-                          "one: give it to every process or to none");
+      return Code;
+    int Met = meetLaunch(**Group, LaunchRole::NoRun,
+                         std::string(Flag) +
+                             " runs no plan, but other processes were given "
+                             "one: give it to every process or to none");
+    return Met == 0 ? Code : Met;
+  };
+  // Under a launcher, once (the first process).
+  if (Help) {
+    if (launcherRank() <= 0)
+      usage(Opts, std::cout);
+    return EndWithoutRun(0, "--help");
+  }
+  if (Version) {
+    if (launcherRank() <= 0)
+      std::cout << "mdrun " MDPLAN_VERSION_STRING "\n";
+    return EndWithoutRun(0, "--version");
   }
   if (!PrintCheckpoint.empty())
-    return printCheckpoint(PrintCheckpoint);
+    return EndWithoutRun(printCheckpoint(PrintCheckpoint),
+                         "--print-checkpoint");
   if (PlanPath.empty()) {
     return UsageError("no plan given (mdrun PLAN --data=DIR)");
   }
@@ -512,10 +522,10 @@ static int mdrunMain(int argc, char **argv) {
     auto Plan = PlanFile::load(replicaPath(PlanPath, 0));
     if (!Plan.isOk()) {
       errorStream() << "mdrun: error: " << Plan.status().message() << '\n';
-      return 1;
+      return EndWithoutRun(1, "--dump-plan");
     }
     printPlanText((*Plan)->plan(), std::cout);
-    return 0;
+    return EndWithoutRun(0, "--dump-plan");
   }
 
   auto Group = createProcessGroup(argc, argv);
