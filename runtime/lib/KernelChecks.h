@@ -159,6 +159,12 @@ enum class BatchNormOp { Train, Grad, Inference };
 /// x viewed as [M, C] (C the last dimension), epsilon and scale.
 struct BatchNormDims {
   int64_t M = 0, C = 0;
+  /// The statistics' column sums add the rows in this many pieces of
+  /// consecutive rows (piece p: rows M * p / Pieces up to M * (p + 1) /
+  /// Pieces), each from zero in row order, then the pieces' sums in piece
+  /// order: reductionPieces(M * C, M), fixed by the shape, never by the
+  /// thread count (the GPU's reference kernels add in this order too).
+  int64_t Pieces = 1;
   double Eps = 0.001;
   bool Scale = false;
 };

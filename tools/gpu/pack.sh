@@ -101,8 +101,9 @@ for m in mlp cnn mlp-mirrored cnn-mirrored resnet cnn64; do
 done
 # And with the reference kernels (the losses check's bit-for-bit pairs).
 # REF_MODELS narrows them: the dry run (test/cuda/gpu-checks-dry-run.test)
-# compares the MLP only, and the CNN's plain loops take seconds a run.
-for m in ${REF_MODELS:-mlp mlp-mirrored cnn cnn-mirrored}; do
+# compares the MLP only, and the CNN's and the ResNet's plain loops take
+# seconds a run.
+for m in ${REF_MODELS:-mlp mlp-mirrored cnn cnn-mirrored resnet}; do
   env CUDA_VISIBLE_DEVICES= MDRT_CPU_KERNELS=reference "$MDRUN" "$P/$m.mdp" \
     --soft-placement --data="$DATA" --steps=20 --no-shuffle --no-eval \
     --print-losses --log-every=0 > "$OUT/cpu/$m-ref.log"

@@ -6,7 +6,9 @@
 //
 // BatchNorm, BatchNormInference and BatchNormGrad over every axis but the
 // last (x is viewed as [M, C]). Statistics are exact two-pass sums in double,
-// each thread summing a band of rows and the bands added in order. Plain loops:
+// the rows in pieces fixed by the shape (BatchNormDims::Pieces) that threads
+// take whole, the pieces' sums added in order: the same bits on any number of
+// threads, and the order of the GPU's reference kernels. Plain loops:
 // the exact statistics outputs (biased variance) and the gradient's input order
 // make oneDNN's batch normalization an awkward fit for little gain on the model
 // sizes this runs.
@@ -34,26 +36,31 @@ struct BnShape : BatchNormDims {
   }
 };
 
-/// Column sums of F(row, col) over the rows, in double, into \p Out[C],
-/// with \p Partials of Threads * C (or Threads * 2C for two sums).
+/// \p K column sums of rows of the [M, C] view, in double, into \p Out0[C]
+/// (and \p Out1[C]): Fn(row, P0, P1) adds row's terms to P0[C] (and P1[C]).
+/// Piece p of S.Pieces sums its rows from zero in row order into
+/// \p Partials[p * K * C ...] (Pieces * K * C of them); a column's sum is
+/// piece 0's plus the others' in piece order (the Reducer's order).
 template <typename F>
 void columnSums(const BnShape &S, std::vector<double> &Partials, unsigned K,
                 F &&Fn, double *Out0, double *Out1 = nullptr) {
-  const int64_t M = S.M, C = S.C;
+  const int64_t M = S.M, C = S.C, Pieces = S.Pieces, Size = int64_t(K) * C;
   double *P = Partials.data();
-  int Ran = parallelTeam(S.Threads, [&](int Id, int Nt) {
-    double *Mine = P + size_t(Id) * size_t(K * C);
-    for (int64_t J = 0; J < int64_t(K) * C; ++J)
-      Mine[J] = 0;
-    for (int64_t R = M * Id / Nt; R < M * (Id + 1) / Nt; ++R)
-      Fn(R, Mine, Mine + C);
+  parallelFor(Pieces, 1, S.Threads, [&](int64_t B, int64_t E) {
+    for (int64_t Piece = B; Piece < E; ++Piece) {
+      double *Mine = P + Piece * Size;
+      for (int64_t J = 0; J < Size; ++J)
+        Mine[J] = 0;
+      for (int64_t R = M * Piece / Pieces; R < M * (Piece + 1) / Pieces; ++R)
+        Fn(R, Mine, Mine + C);
+    }
   });
   for (int64_t J = 0; J < C; ++J) {
-    double A = 0, B = 0;
-    for (int Id = 0; Id < Ran; ++Id) {
-      A += P[size_t(Id) * size_t(K * C) + size_t(J)];
+    double A = P[J], B = K > 1 ? P[C + J] : 0.0;
+    for (int64_t Piece = 1; Piece < Pieces; ++Piece) {
+      A += P[Piece * Size + J];
       if (K > 1)
-        B += P[size_t(Id) * size_t(K * C) + size_t(C + J)];
+        B += P[Piece * Size + C + J];
     }
     Out0[J] = A;
     if (Out1)
@@ -80,7 +87,7 @@ template <typename T> class BatchNormKernel : public Kernel {
 public:
   Status init(const KernelInfo &I) {
     MDRT_RETURN_IF_ERROR(S.init(I, BatchNormOp::Train));
-    Partials.resize(size_t(S.Threads) * size_t(S.C));
+    Partials.resize(size_t(S.Pieces) * size_t(S.C));
     Sum.resize(size_t(S.C));
     MeanD.resize(size_t(S.C));
     Factor.resize(size_t(S.C));
@@ -192,7 +199,7 @@ template <typename T> class BatchNormGradKernel : public Kernel {
 public:
   Status init(const KernelInfo &I) {
     MDRT_RETURN_IF_ERROR(S.init(I, BatchNormOp::Grad));
-    Partials.resize(size_t(S.Threads) * size_t(2 * S.C));
+    Partials.resize(size_t(S.Pieces) * size_t(2 * S.C));
     DBeta.resize(size_t(S.C));
     DGamma.resize(size_t(S.C));
     Inv.resize(size_t(S.C));

@@ -262,6 +262,7 @@ Status cpu::batchNormDims(const KernelInfo &I, BatchNormOp Op,
     return Status::error(I.Op + " input must have rank >= 2, got " + X.str());
   D.C = X.Shape.back();
   D.M = D.C ? X.numElements() / D.C : 0;
+  D.Pieces = D.M ? reductionPieces(D.M * D.C, D.M) : 1;
   D.Eps = I.Attrs.getFloat("epsilon", 0.001);
   D.Scale = I.Attrs.getBool("scale", false);
   size_t Want = (Train ? 2 : 4) + (D.Scale ? 1 : 0);

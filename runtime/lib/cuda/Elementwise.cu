@@ -11,8 +11,8 @@
 // the losses and Accuracy, and the state updates. Same formulas, element
 // types and rounding points as the CPU kernels (docs/Ops.md); sums over
 // rows run in double like theirs, in a different order (the CPU's order,
-// one thread a row, for Softmax and SparseSoftmaxCrossEntropy with
-// MDRT_CUDA_KERNELS=reference: ReferenceMath.h).
+// one thread a row, for Softmax, SoftmaxGrad and SparseSoftmaxCrossEntropy
+// with MDRT_CUDA_KERNELS=reference: ReferenceMath.h).
 //
 // The step that Dropout and the Apply ops see is read on the device (the
 // Context's step counter, the global-step buffer), so a captured CUDA graph
@@ -526,6 +526,13 @@ template <typename T>
 __global__ void refSoftmaxKernel(const T *X, T *Y, int64_t Rows, int64_t Cols) {
   GRID_STRIDE(R, Rows) { refSoftmaxRow(X + R * Cols, Y + R * Cols, Cols); }
 }
+template <typename T>
+__global__ void refSoftmaxGradKernel(const T *Y, const T *DY, T *DX,
+                                     int64_t Rows, int64_t Cols) {
+  GRID_STRIDE(R, Rows) {
+    refSoftmaxGradRow(Y + R * Cols, DY + R * Cols, DX + R * Cols, Cols);
+  }
+}
 template <typename T, typename L>
 __global__ void refSsceKernel(const T *X, const L *Labels, T *Loss, T *Back,
                               int64_t Rows, int64_t Cols,
@@ -557,7 +564,11 @@ public:
   void run(const ExecContext &C) override {
     if (!Rows || !Cols)
       return;
-    if (Reference && !Grad)
+    if (Reference && Grad)
+      refSoftmaxGradKernel<T><<<gridFor(Rows), 256, 0, Ctx->Stream>>>(
+          static_cast<const T *>(C.In[0]), static_cast<const T *>(C.In[1]),
+          static_cast<T *>(C.Out[0]), Rows, Cols);
+    else if (Reference)
       refSoftmaxKernel<T><<<gridFor(Rows), 256, 0, Ctx->Stream>>>(
           static_cast<const T *>(C.In[0]), static_cast<T *>(C.Out[0]), Rows,
           Cols);
@@ -576,8 +587,7 @@ public:
 private:
   int64_t Rows, Cols;
   bool Grad;
-  /// MDRT_CUDA_KERNELS=reference (Softmax only: SoftmaxGrad's sums are a
-  /// double dot product per row either way).
+  /// MDRT_CUDA_KERNELS=reference.
   bool Reference;
 };
 

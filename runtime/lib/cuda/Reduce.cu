@@ -10,7 +10,8 @@
 // column sums, ColumnSums; a resident grid for L2Loss), so they are
 // deterministic (but added in another order than on the CPU). With
 // MDRT_CUDA_KERNELS=reference, float Sum, Mean, SumToShape, BiasAddGrad
-// and L2Loss run lib/cpu's steps in its order instead (ReferenceMath.h).
+// and L2Loss run lib/cpu's steps in its order instead, and batch
+// normalization's column sums lib/cpu's pieces (ReferenceMath.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -169,15 +170,47 @@ __global__ void columnFinishKernel(const double *Partial, DoneFn Done,
   }
 }
 
+/// Reference column sums (MDRT_CUDA_KERNELS=reference): piece \p Piece of
+/// column \p Col's K sums into Partial[(Piece * K + j) * Cols + Col], one
+/// thread each (ReferenceMath.h's refColumnPiece).
+template <int K, typename LoadFn>
+__global__ void refColumnPieceKernel(LoadFn Load, double *Partial, int64_t Rows,
+                                     int64_t Cols, int64_t Pieces) {
+  GRID_STRIDE(I, Pieces * Cols) {
+    const int64_t Piece = I / Cols, Col = I % Cols;
+    double Sums[K];
+    refColumnPiece<K>(Load, Rows, Pieces, Piece, Col, Sums);
+    for (int J = 0; J < K; ++J)
+      Partial[(Piece * K + J) * Cols + Col] = Sums[J];
+  }
+}
+
+/// A column's sums from its pieces', added in piece order, then Done.
+template <int K, typename DoneFn>
+__global__ void refColumnFinishKernel(const double *Partial, DoneFn Done,
+                                      int64_t Pieces, int64_t Cols) {
+  GRID_STRIDE(Col, Cols) {
+    double Sums[K];
+    refColumnAddPieces<K>(Partial, Pieces, Cols, Col, Sums);
+    Done(Col, Sums);
+  }
+}
+
 /// The two passes of column sums of K values over a [Rows, Cols] matrix,
-/// with their band split (fixed at set-up) and partial sums.
+/// with their band split (fixed at set-up) and partial sums; or, with
+/// \p RefPieces (the CPU's BatchNormDims::Pieces, for the reference
+/// kernels), the CPU's pieces and order.
 template <int K> class ColumnSums {
 public:
-  Status init(int64_t R, int64_t C) {
+  Status init(int64_t R, int64_t C, int64_t RefPieces = 0) {
     Rows = R;
     Cols = C;
     if (Rows <= 0 || Cols <= 0)
       return Status::ok(); // Nothing to sum: run() launches nothing.
+    if (RefPieces > 0) {
+      Pieces = RefPieces;
+      return Partial.allocate(size_t(K * Pieces * Cols) * sizeof(double));
+    }
     // About 8 blocks of 512 threads per multiprocessor of an H100 in all,
     // at most 128 bands (a warp of the second pass adds a column's bands,
     // 4 per lane), at least 4 rows per thread of a band.
@@ -192,9 +225,16 @@ public:
   }
   template <typename LoadFn, typename DoneFn>
   void run(cudaStream_t S, LoadFn Load, DoneFn Done) {
+    double *Part = static_cast<double *>(Partial.get());
+    if (Pieces) {
+      refColumnPieceKernel<K><<<gridFor(Pieces * Cols, 64), 64, 0, S>>>(
+          Load, Part, Rows, Cols, Pieces);
+      refColumnFinishKernel<K>
+          <<<gridFor(Cols, 64), 64, 0, S>>>(Part, Done, Pieces, Cols);
+      return;
+    }
     if (!NumBands)
       return;
-    double *Part = static_cast<double *>(Partial.get());
     dim3 Grid(unsigned((Cols + 31) / 32), unsigned(NumBands));
     columnPartialKernel<K><<<Grid, dim3(32, ColumnBlockY), 0, S>>>(
         Load, Part, Rows, Cols, Band, NumBands);
@@ -204,6 +244,8 @@ public:
 
 private:
   int64_t Rows = 0, Cols = 0, Band = 0, NumBands = 0;
+  /// The reference kernels' pieces; 0 for the fast kernels.
+  int64_t Pieces = 0;
   DeviceBuffer Partial;
 };
 
@@ -645,7 +687,7 @@ public:
     MDRT_RETURN_IF_ERROR(cpu::batchNormDims(I, BatchNormOp::Train, S));
     MDRT_RETURN_IF_ERROR(Scratch.allocate(size_t(2 * S.C) * sizeof(T)));
     MDRT_RETURN_IF_ERROR(MeanD.allocate(size_t(S.C) * sizeof(double)));
-    return Sums.init(S.M, S.C);
+    return Sums.init(S.M, S.C, referenceKernels() ? S.Pieces : 0);
   }
   void run(const ExecContext &X) override {
     const int64_t M = S.M, C = S.C;
@@ -725,7 +767,7 @@ public:
     MDRT_RETURN_IF_ERROR(cpu::batchNormDims(I, BatchNormOp::Grad, S));
     MDRT_RETURN_IF_ERROR(Scratch.allocate(size_t(3 * S.C) * sizeof(T)));
     MDRT_RETURN_IF_ERROR(Inv.allocate(size_t(S.C) * sizeof(double)));
-    return Sums.init(S.M, S.C);
+    return Sums.init(S.M, S.C, referenceKernels() ? S.Pieces : 0);
   }
   void run(const ExecContext &X) override {
     const int64_t M = S.M, C = S.C;

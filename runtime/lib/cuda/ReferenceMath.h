@@ -9,15 +9,16 @@
 // (unittests/runtime/kernels/ReferenceMathTest.cpp).
 //
 // With MDRT_CUDA_KERNELS=reference the GPU's matrix products, convolutions,
-// reductions (Sum, Mean, SumToShape, BiasAddGrad, L2Loss) and softmax rows
-// (Softmax, SparseSoftmaxCrossEntropy) are computed one output element per
-// thread by these functions: each adds its terms in the order the CPU's plain
-// loops (MDRT_CPU_KERNELS=reference, lib/cpu) add them, in the same precision,
-// so that a GPU run and a CPU run of one plan give the same bits step after
-// step. The kernels are built without FMA contraction (--fmad=false), like
-// the CPU's (-ffp-contract=off), so every product and sum rounds alone on
-// both sides. They are slow (no tiling, long dependent chains): they are
-// there to check the GPU against the CPU, not to train.
+// reductions (Sum, Mean, SumToShape, BiasAddGrad, L2Loss), batch
+// normalization's column sums and softmax rows (Softmax, SoftmaxGrad,
+// SparseSoftmaxCrossEntropy) are computed one output element (or one piece
+// of a sum) per thread by these functions: each adds its terms in the order the
+// CPU's plain loops (MDRT_CPU_KERNELS=reference, lib/cpu) add them, in the same
+// precision, so that a GPU run and a CPU run of one plan give the same bits
+// step after step. The kernels are built without FMA contraction
+// (--fmad=false), like the CPU's (-ffp-contract=off), so every product and sum
+// rounds alone on both sides. They are slow (no tiling, long dependent chains):
+// they are there to check the GPU against the CPU, not to train.
 //
 //===----------------------------------------------------------------------===//
 
@@ -205,6 +206,39 @@ MDRT_HOST_DEVICE inline Acc refAddPieces(const cpu::ReduceStep &St,
   return Sum;
 }
 
+/// Piece \p Piece of batch normalization's \p K column sums of column \p Col
+/// (lib/cpu/BatchNorm.cpp's columnSums, BatchNormDims::Pieces): its rows of
+/// [0, \p Rows) added from zero in row order, each row's terms from
+/// Load(row, Col, V) (BatchNormMath.h's loads).
+template <int K, typename LoadFn>
+MDRT_HOST_DEVICE inline void refColumnPiece(const LoadFn &Load, int64_t Rows,
+                                            int64_t Pieces, int64_t Piece,
+                                            int64_t Col, double (&Sums)[K]) {
+  for (int J = 0; J < K; ++J)
+    Sums[J] = 0;
+  for (int64_t R = Rows * Piece / Pieces; R < Rows * (Piece + 1) / Pieces;
+       ++R) {
+    double V[K];
+    Load(R, Col, V);
+    for (int J = 0; J < K; ++J)
+      Sums[J] += V[J];
+  }
+}
+
+/// Column \p Col's K sums from its pieces' sums, \p Partial [Pieces][K][Cols]:
+/// piece 0's, then each next one's added in order.
+template <int K>
+MDRT_HOST_DEVICE inline void
+refColumnAddPieces(const double *Partial, int64_t Pieces, int64_t Cols,
+                   int64_t Col, double (&Sums)[K]) {
+  for (int J = 0; J < K; ++J) {
+    double Sum = Partial[J * Cols + Col];
+    for (int64_t Piece = 1; Piece < Pieces; ++Piece)
+      Sum += Partial[(Piece * K + J) * Cols + Col];
+    Sums[J] = Sum;
+  }
+}
+
 /// A reduction's result from its double sum: the mean over \p Divisor
 /// (nonzero), or the sum times \p Scale (lib/cpu's Reducer::run).
 template <typename T>
@@ -261,6 +295,19 @@ MDRT_HOST_DEVICE inline void refSoftmaxRow(const T *X, T *Y, int64_t N) {
   const T S = T(Sum);
   for (int64_t J = 0; J < N; ++J)
     Y[J] = Y[J] / S;
+}
+
+/// One row of SoftmaxGrad (lib/cpu/Elementwise.cpp): dx = y (dy - d), d the
+/// sum of dy y in double in column order, rounded to T.
+template <typename T>
+MDRT_HOST_DEVICE inline void refSoftmaxGradRow(const T *Y, const T *DY, T *DX,
+                                               int64_t N) {
+  double Dot = 0;
+  for (int64_t J = 0; J < N; ++J)
+    Dot += double(DY[J]) * double(Y[J]);
+  const T D = T(Dot);
+  for (int64_t J = 0; J < N; ++J)
+    DX[J] = Y[J] * (DY[J] - D);
 }
 
 /// One row of SparseSoftmaxCrossEntropy with a label in [0, N) (lib/cpu/

@@ -6,16 +6,19 @@
 //
 // runtime/lib/cuda/ReferenceMath.h is host code as well as device code:
 // these tests compute every element of matrix products, convolutions and
-// their gradients, reductions and softmax rows with the functions the GPU's
+// their gradients, reductions, batch normalization and its gradient, and
+// softmax rows with the functions the GPU's
 // reference kernels (MDRT_CUDA_KERNELS=reference) call, from the geometry
 // and reduction steps the GPU kernels take from lib/cpu, and require the
 // bits of the CPU's reference loops, over shapes, transposes, strides,
 // padding (TensorFlow's asymmetric SAME too) and thread counts. The
-// reductions also give the same bits on 1, 2 and 3 threads.
+// reductions and batch normalization also give the same bits on 1, 2 and 3
+// threads.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cuda/ReferenceMath.h"
+#include "cuda/BatchNormMath.h"
 
 #include "KernelTestUtil.h"
 
@@ -378,6 +381,16 @@ template <typename T> void checkRows(Rng &G, DType Ty, int64_t N, int64_t C) {
                                        Back.data() + R * C, C);
   expectSameBits(Loss, L.out(0), "SparseSoftmaxCrossEntropy loss " + What);
   expectSameBits(Back, L.out(1), "SparseSoftmaxCrossEntropy backprop " + What);
+
+  TT Dy = G.tensor(Ty, {N, C});
+  const std::vector<T> DyT = asT<T>(Dy.V);
+  OpRunner Sg("SoftmaxGrad"); // y, dy.
+  Sg.input(TT(Ty, {N, C}, Sm.out(0))).input(Dy).output(Ty, {N, C}).run();
+  std::vector<T> DX(XT.size());
+  for (int64_t R = 0; R < N; ++R)
+    cuda::refSoftmaxGradRow(Y.data() + R * C, DyT.data() + R * C,
+                            DX.data() + R * C, C);
+  expectSameBits(DX, Sg.out(0), "SoftmaxGrad " + What);
 }
 
 TEST(CudaReferenceMath, SoftmaxRowsMatchTheCpu) {
@@ -386,6 +399,124 @@ TEST(CudaReferenceMath, SoftmaxRowsMatchTheCpu) {
     checkRows<float>(G, DType::Float32, NC.first, NC.second);
     checkRows<double>(G, DType::Float64, NC.first, NC.second);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Batch normalization
+//===----------------------------------------------------------------------===//
+
+/// The GPU's reference column sums on the host: each piece's sums
+/// (refColumnPiece), then each column's from its pieces' (refColumnAddPieces).
+template <int K, typename LoadFn, typename DoneFn>
+void refColumnSums(int64_t Rows, int64_t Cols, int64_t Pieces, LoadFn Load,
+                   DoneFn Done) {
+  std::vector<double> Partial(size_t(Pieces * K * Cols));
+  for (int64_t P = 0; P < Pieces; ++P)
+    for (int64_t C = 0; C < Cols; ++C) {
+      double S[K];
+      cuda::refColumnPiece<K>(Load, Rows, Pieces, P, C, S);
+      for (int J = 0; J < K; ++J)
+        Partial[size_t((P * K + J) * Cols + C)] = S[J];
+    }
+  for (int64_t C = 0; C < Cols; ++C) {
+    double S[K];
+    cuda::refColumnAddPieces<K>(Partial.data(), Pieces, Cols, C, S);
+    Done(C, S);
+  }
+}
+
+/// BatchNorm and BatchNormGrad on 1, 2 and 3 threads: the same bits each
+/// time, and those of the GPU's reference kernels' arithmetic.
+template <typename T>
+void checkBatchNorm(Rng &G, DType Ty, const Shape &S, bool Scale) {
+  const int64_t C = S.back(), M = numElements(S) / C;
+  const int64_t Pieces = cpu::reductionPieces(M * C, M);
+  const double Eps = 0.001;
+  TT X = G.tensor(Ty, S, -2, 3), Beta = G.tensor(Ty, {C}),
+     Gamma = G.tensor(Ty, {C}, 0.5, 2), Dy = G.tensor(Ty, S);
+  std::string What = std::string(dtypeName(Ty)) + (Scale ? " scale " : " ") +
+                     cpu::shapeStr(S) + " in " + std::to_string(Pieces) +
+                     " pieces";
+  std::vector<std::vector<double>> Fwd, Bwd;
+  for (int Threads : {1, 2, 3}) {
+    OpRunner F("BatchNorm");
+    F.attr("epsilon", Eps).attr("scale", Scale).input(X).input(Beta);
+    if (Scale)
+      F.input(Gamma);
+    F.output(Ty, S).output(Ty, {C}).output(Ty, {C}).threads(Threads).run();
+    OpRunner B("BatchNormGrad"); // dy, x, mean, variance, gamma.
+    B.attr("epsilon", Eps).attr("scale", Scale).input(Dy).input(X);
+    B.input(TT(Ty, {C}, F.out(1))).input(TT(Ty, {C}, F.out(2)));
+    if (Scale)
+      B.input(Gamma);
+    B.output(Ty, S).output(Ty, {C}).output(Ty, {C}).threads(Threads).run();
+    std::string On = What + " threads " + std::to_string(Threads);
+    for (unsigned K = 0; K < 3; ++K) {
+      if (Threads == 1) {
+        Fwd.push_back(F.out(K));
+        Bwd.push_back(B.out(K));
+        continue;
+      }
+      expectEqual(F.out(K), Fwd[K],
+                  "BatchNorm output " + std::to_string(K) + " " + On);
+      expectEqual(B.out(K), Bwd[K],
+                  "BatchNormGrad output " + std::to_string(K) + " " + On);
+    }
+  }
+
+  // The GPU's reference BatchNorm: the statistics' two passes, then y.
+  const std::vector<T> XT = asT<T>(X.V), BT = asT<T>(Beta.V),
+                       GT = asT<T>(Gamma.V), DyT = asT<T>(Dy.V);
+  const T *Gm = Scale ? GT.data() : nullptr;
+  const size_t CS = size_t(C);
+  std::vector<double> MeanD(CS);
+  std::vector<T> Mean(CS), Var(CS), Factor(CS), MeanT(CS), Y(XT.size());
+  refColumnSums<1>(M, C, Pieces, cuda::LoadElement<T>{XT.data(), C},
+                   cuda::StoreMean{MeanD.data(), M});
+  refColumnSums<1>(
+      M, C, Pieces, cuda::LoadSquaredDeviation<T>{XT.data(), MeanD.data(), C},
+      cuda::StoreBatchStats<T>{MeanD.data(), Gm, Mean.data(), Var.data(),
+                               Factor.data(), MeanT.data(), M, Eps});
+  for (int64_t I = 0; I < M * C; ++I)
+    Y[size_t(I)] =
+        cuda::bnNormalizeAt<T>(XT.data(), MeanT.data(), Factor.data(),
+                               BT.data(), nullptr, nullptr, Eps, I, I % C);
+  expectSameBits(Y, Fwd[0], "BatchNorm y " + What);
+  expectSameBits(Mean, Fwd[1], "BatchNorm mean " + What);
+  expectSameBits(Var, Fwd[2], "BatchNorm variance " + What);
+
+  // And its gradient, from the statistics the CPU gave.
+  const std::vector<T> MT = asT<T>(Fwd[1]), VT = asT<T>(Fwd[2]);
+  std::vector<double> Inv(CS);
+  for (size_t J = 0; J < CS; ++J)
+    Inv[J] = cuda::bnInvStd(VT[J], Eps);
+  std::vector<T> DBeta(CS), DGamma(CS), FA(CS), FB(CS), FC(CS), DX(XT.size());
+  refColumnSums<2>(
+      M, C, Pieces,
+      cuda::LoadBatchGrad<T>{DyT.data(), XT.data(), MT.data(), Inv.data(), C},
+      cuda::StoreBatchGrad<T>{Inv.data(), Gm, DBeta.data(), DGamma.data(),
+                              FA.data(), FB.data(), FC.data(), M});
+  for (int64_t I = 0; I < M * C; ++I)
+    DX[size_t(I)] =
+        cuda::bnGradAt<T>(DyT.data(), XT.data(), MT.data(), FA.data(),
+                          FB.data(), FC.data(), I, I % C);
+  expectSameBits(DX, Bwd[0], "BatchNormGrad dx " + What);
+  expectSameBits(DBeta, Bwd[1], "BatchNormGrad dbeta " + What);
+  expectSameBits(DGamma, Bwd[2], "BatchNormGrad dgamma " + What);
+}
+
+TEST(CudaReferenceMath, BatchNormMatchesTheCpuOnAnyThreadCount) {
+  Rng G(29);
+  // One piece; 3 pieces; 12 and 24 pieces (the CPU splits them over its
+  // threads); 4 pieces of wide rows.
+  for (Shape S :
+       {Shape{2, 3, 4, 5}, Shape{8, 28, 28, 16}, Shape{64, 14, 14, 32},
+        Shape{128, 28, 28, 8}, Shape{64, 2048}})
+    for (bool Scale : {false, true}) {
+      checkBatchNorm<float>(G, DType::Float32, S, Scale);
+      checkBatchNorm<double>(G, DType::Float64, S, Scale);
+    }
+  EXPECT_EQ(cpu::reductionPieces(64 * 14 * 14 * 32, 64 * 14 * 14), 12);
 }
 
 } // namespace
