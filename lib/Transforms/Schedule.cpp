@@ -222,6 +222,29 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
     std::vector<
         std::priority_queue<Timed, std::vector<Timed>, std::greater<Timed>>>
         Later(NumDevices);
+    // When device D can start its next kernel: at its clock if a node's
+    // inputs are there by then, else when the first arrive; none without
+    // nodes.
+    constexpr uint32_t Idle = UINT32_MAX;
+    auto StartOf = [&](size_t D) -> uint32_t {
+      if (!Now[D].empty())
+        return Clock[D];
+      if (!Later[D].empty())
+        return std::max(Clock[D], Later[D].top().first);
+      return Idle;
+    };
+    // The devices by (start, index), pushed again whenever a device's
+    // start may have changed; an entry that no longer gives its device's
+    // start is dropped when it comes up. Finding the device that starts
+    // first thus costs a logarithm, not a scan of every device (plans of
+    // thousands of devices).
+    using DevKey = std::pair<uint32_t, uint32_t>;
+    std::priority_queue<DevKey, std::vector<DevKey>, std::greater<DevKey>>
+        Starts;
+    auto Touch = [&](size_t D) {
+      if (uint32_t At = StartOf(D); At != Idle)
+        Starts.push({At, uint32_t(D)});
+    };
     // Ready nodes without a kernel (taken at once, in no list).
     std::vector<unsigned> Free;
     auto Key = [&](unsigned Id) { return (uint64_t(Rank[Id]) << 32) | Id; };
@@ -248,6 +271,7 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
         Now[Dev].push(Key(Id));
       else
         Later[Dev].push({At, Key(Id)});
+      Touch(size_t(Dev));
     };
     for (const auto &NP : G.nodes())
       if (Pending[NP->getId()] == 0)
@@ -262,6 +286,7 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
         S.Schedules[Dev].push_back(ById[Id]);
         End = Start + Cost[Id];
         Clock[Dev] = End;
+        Touch(size_t(Dev));
       }
       for (unsigned U : Users.idsOf(Id)) {
         ReadyAt[U] = std::max(ReadyAt[U], End);
@@ -286,22 +311,18 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
       // tie).
       int Best = -1;
       uint32_t BestStart = 0;
-      for (size_t D = 0; D < NumDevices; ++D) {
-        Arrived(D);
-        uint32_t Start;
-        if (!Now[D].empty())
-          Start = Clock[D];
-        else if (!Later[D].empty())
-          Start = Later[D].top().first;
-        else
-          continue;
-        if (Best < 0 || Start < BestStart) {
+      while (!Starts.empty()) {
+        auto [At, D] = Starts.top();
+        Starts.pop();
+        if (StartOf(D) == At) {
           Best = int(D);
-          BestStart = Start;
+          BestStart = At;
+          break;
         }
       }
       if (Best < 0)
         break;
+      Arrived(size_t(Best));
       if (Now[Best].empty()) {
         Clock[Best] = BestStart;
         Arrived(Best);
