@@ -557,24 +557,50 @@ flatbuffers::Offset<fb::Program> Emitter::emitProgram(Prog &P) {
         Nodes[0]->attrs().get("devices")
             ? Nodes[0]->attrs().get("devices")->getStrings()
             : std::vector<std::string>();
-    // The reduction order is the order the op lists its devices in.
-    auto Rank = [&](const Node *N) {
+    // The reduction order is the order the op lists its devices in: a
+    // node's rank is the first listed device its own satisfies (unlisted
+    // ones after, by plan device). Complete listed devices (the passes
+    // write them so) are found by name; partial ones by a scan.
+    std::vector<std::optional<DeviceSpec>> Listed; // None: unparsable.
+    bool AllComplete = true;
+    for (const std::string &Text : Order) {
+      auto Spec = DeviceSpec::parse(Text);
+      if (!Spec) {
+        consumeError(Spec.takeError());
+        Listed.emplace_back();
+        continue;
+      }
+      AllComplete = AllComplete && Spec->isComplete();
+      Listed.emplace_back(std::move(*Spec));
+    }
+    StringMap<size_t> ByName;
+    if (AllComplete)
+      for (size_t I = 0; I < Listed.size(); ++I)
+        if (Listed[I])
+          ByName.try_emplace(Listed[I]->toString(), I);
+    auto Rank = [&](const Node *N) -> size_t {
       const DeviceSpec &D = G.deviceOf(*N);
-      for (size_t I = 0; I < Order.size(); ++I) {
-        auto Spec = DeviceSpec::parse(Order[I]);
-        if (!Spec) {
-          consumeError(Spec.takeError());
-          continue;
-        }
-        if (Spec->isSatisfiedBy(D))
-          return I;
+      if (AllComplete) {
+        // A complete device is satisfied by its equal only.
+        auto It = ByName.find(D.toString());
+        if (It != ByName.end())
+          return It->second;
+      } else {
+        for (size_t I = 0; I < Listed.size(); ++I)
+          if (Listed[I] && Listed[I]->isSatisfiedBy(D))
+            return I;
       }
       return Order.size() + P.DevMap[N->getDevice()];
     };
-    std::vector<const Node *> Sorted = Nodes;
+    std::vector<std::pair<size_t, const Node *>> Ranked;
+    for (const Node *N : Nodes)
+      Ranked.push_back({Rank(N), N});
     std::stable_sort(
-        Sorted.begin(), Sorted.end(),
-        [&](const Node *A, const Node *B) { return Rank(A) < Rank(B); });
+        Ranked.begin(), Ranked.end(),
+        [](const auto &A, const auto &B) { return A.first < B.first; });
+    std::vector<const Node *> Sorted;
+    for (const auto &RN : Ranked)
+      Sorted.push_back(RN.second);
     std::vector<uint32_t> Devs, Ks;
     for (const Node *N : Sorted) {
       Devs.push_back(P.DevMap[N->getDevice()]);

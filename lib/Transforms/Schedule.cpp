@@ -367,11 +367,10 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
           return false;
       return true;
     };
-    auto AtHead = [&](unsigned Id) {
-      const auto &List = S.Schedules[KernelDevice[Id]];
-      size_t I = Next[KernelDevice[Id]];
-      return I < List.size() && List[I]->getId() == Id;
-    };
+    // Per collective, how many participants wait at the head of their
+    // device's list, ready to run.
+    std::vector<unsigned> Arrived(Groups.size(), 0);
+    std::vector<bool> Waiting(Bound, false);
     for (bool Progress = true; Progress;) {
       Progress = false;
       for (size_t D = 0; D < S.Schedules.size(); ++D)
@@ -386,10 +385,14 @@ Error SchedulePass::run(Graph &G, PassContext &Ctx) {
             Progress = true;
             continue;
           }
-          bool All = true;
-          for (unsigned P : Groups[Grp])
-            All = All && AtHead(P) && CanRun(*ById[P]);
-          if (!All)
+          // The device waits at its collective until every participant
+          // does (counted once per participant: one stays at its head
+          // until the group runs, and what it read stays run).
+          if (!Waiting[N.getId()]) {
+            Waiting[N.getId()] = true;
+            ++Arrived[Grp];
+          }
+          if (Arrived[Grp] != Groups[Grp].size())
             break;
           for (unsigned P : Groups[Grp]) {
             Ran[P] = true;

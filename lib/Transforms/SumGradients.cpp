@@ -179,7 +179,9 @@ Error SumGradientsPass::runMirrored(Graph &G, DeployState &S, int64_t First,
 
   assert(S.GroupDevices.size() == size_t(S.NumDeviceGroups) &&
          "replicate-clones names each device group");
-  const std::vector<std::string> &Devices = S.GroupDevices;
+  // One list, shared by every participant's attribute (Attr payloads are
+  // shared on copy): a copy each would be devices^2 strings.
+  const Attr Devices(S.GroupDevices);
   for (unsigned Bk = 0; Bk < Buckets.size(); ++Bk) {
     for (int Gp = 0; Gp < S.NumDeviceGroups; ++Gp) {
       const CloneInfo &Lead = *GroupClones[Gp][0];
