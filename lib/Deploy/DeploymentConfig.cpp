@@ -150,6 +150,24 @@ Error DeploymentConfig::validate() const {
   if (NumPsTasks < 0)
     return Fail({"num_ps_tasks"},
                 "num_ps_tasks must not be negative, got " + Twine(NumPsTasks));
+  // Far beyond any cluster, and short of a graph that exhausts memory
+  // before it could say so.
+  for (auto [Field, Value] :
+       {std::pair<StringRef, int>{"num_clones", NumClones},
+        {"num_replicas", NumReplicas},
+        {"num_ps_tasks", NumPsTasks}})
+    if (Value > MaxDeploymentCount)
+      return Fail({Field}, Field + " must be at most " +
+                               Twine(MaxDeploymentCount) + ", got " +
+                               Twine(Value));
+  if (Strat == Strategy::Mirrored &&
+      int64_t(NumClones) * NumReplicas > MaxMirroredDevices)
+    return Fail({"num_clones", "num_replicas"},
+                "the mirrored strategy's all-reduce spans at most " +
+                    Twine(MaxMirroredDevices) + " devices, but " +
+                    Twine(NumClones) + " clones on each of " +
+                    Twine(NumReplicas) + " replicas are " +
+                    Twine(int64_t(NumClones) * NumReplicas));
   if (ReplicaId < 0)
     return Fail({"replica_id"},
                 "replica_id must not be negative, got " + Twine(ReplicaId));

@@ -97,20 +97,31 @@ static Expected<Shape> broadcastShapes(InferContext &C, const Shape &A,
 static int64_t windowOut(int64_t In, int64_t K, int64_t S, StringRef Pad) {
   if (In < 0)
     return -1;
-  if (Pad == "SAME")
-    return (In + S - 1) / S;
+  if (Pad == "SAME") // ceil(In / S), without In + S overflowing.
+    return In == 0 ? 0 : (In - 1) / S + 1;
   return In < K ? 0 : (In - K) / S + 1;
 }
 
 /// With VALID padding a window must fit in the input: a larger one leaves
-/// an empty output, which would train nothing.
+/// an empty output, which would train nothing. With SAME padding it must
+/// not be more than twice the input: from there on every window covers the
+/// whole input, and the kernels would only walk the padding.
 static Error checkWindowFits(InferContext &C, const Shape &X, int64_t KH,
                              int64_t KW, StringRef Pad) {
-  if (Pad == "SAME" || !((X[1] >= 0 && X[1] < KH) || (X[2] >= 0 && X[2] < KW)))
-    return Error::success();
   auto Dim = [](int64_t D) {
     return D < 0 ? std::string("?") : std::to_string(D);
   };
+  if (Pad == "SAME") {
+    if (!((X[1] >= 0 && KH - X[1] > X[1]) || (X[2] >= 0 && KW - X[2] > X[2])))
+      return Error::success();
+    return C.error("window " + Twine(KH) + "x" + Twine(KW) +
+                   " is more than twice the input's " + Dim(X[1]) + "x" +
+                   Dim(X[2]) +
+                   " (SAME padding: each output would cover the whole "
+                   "input, as with a window twice the input's size)");
+  }
+  if (!((X[1] >= 0 && X[1] < KH) || (X[2] >= 0 && X[2] < KW)))
+    return Error::success();
   return C.error("window " + Twine(KH) + "x" + Twine(KW) +
                  " is larger than the input's " + Dim(X[1]) + "x" + Dim(X[2]) +
                  " (VALID padding: the output would be empty; SAME pads)");

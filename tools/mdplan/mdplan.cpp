@@ -23,6 +23,7 @@
 
 #include "mdrt/Plan.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/CommandLine.h"
@@ -496,6 +497,24 @@ static Error keepOutput(ToolOutputFile &Out, StringRef Path) {
       ": " + EC.message());
 }
 
+/// An error when output \p Path is a file mdplan reads (the model, the
+/// --config file, the --dump-plan plan): writing it would destroy what the
+/// output was made from.
+static Error checkNotAnInput(StringRef Path) {
+  if (Path == "-")
+    return Error::success();
+  const std::pair<const char *, const std::string *> Inputs[] = {
+      {"the model file", &InputFile},
+      {"the --config file", &ConfigFile},
+      {"the --dump-plan plan", &DumpPlan}};
+  for (const auto &[What, In] : Inputs)
+    if (!In->empty() && sys::fs::equivalent(Path, *In))
+      return makeError("-o '" + Path + "' is " + What +
+                       " mdplan reads; writing it would overwrite it (give "
+                       "the output another path)");
+  return Error::success();
+}
+
 /// The real stderr while a StderrCapture redirects it, or -1.
 static int SavedStderr = -1;
 
@@ -528,6 +547,8 @@ static void checkStandardOutputAtExit() {
 
 /// --dump-plan: read a binary plan back, verify it and print it.
 static Error dumpPlan() {
+  if (Error E = checkNotAnInput(OutputFile))
+    return E;
   auto Plan = mdrt::PlanFile::load(DumpPlan);
   if (!Plan.isOk())
     return makeError(Plan.status().message());
@@ -599,6 +620,12 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
   auto Comp = compileModel(std::move(Model), Ctx, CO);
   if (!Comp)
     return Comp.takeError();
+  // The process ends after this: freeing a large graph node by node only
+  // costs time (as clang's -disable-free).
+  auto Bury = make_scope_exit([&] {
+    BuryPointer(std::move(Comp->Train));
+    BuryPointer(std::move(Comp->Eval));
+  });
   Graph &Result = *Comp->Train;
   if (WantPlan && Comp->Plan.empty()) {
     if (!Emit.getNumOccurrences())
@@ -613,6 +640,9 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
   if (!ExplainPlacement.empty() && Ctx.Explanations.empty())
     return makeError("--explain-placement needs the place-devices pass");
 
+  // Nothing to write: -o's file is left as it is, not emptied.
+  if (What == EmitKind::None && Ctx.Explanations.empty())
+    return Error::success();
   TimeRegion WriteTime(phase(&PhaseTimers::Write));
   std::error_code EC;
   ToolOutputFile Out(
@@ -652,13 +682,7 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
   case EmitKind::None:
     break;
   }
-  if (Error E = keepOutput(Out, Path))
-    return E;
-  // The process ends here: freeing a large graph node by node only costs
-  // time (as clang's -disable-free).
-  BuryPointer(std::move(Comp->Train));
-  BuryPointer(std::move(Comp->Eval));
-  return Error::success();
+  return keepOutput(Out, Path);
 }
 
 /// While alive, what is written to stderr (file descriptor 2) goes to a
@@ -778,6 +802,8 @@ static Error runTool(SourceMgr &SM) {
       return D.takeError();
   }
   if (Emit == EmitKind::Deployment) {
+    if (Error E = checkNotAnInput(OutputFile))
+      return E;
     std::error_code EC;
     ToolOutputFile Out(OutputFile, EC, sys::fs::OF_Text);
     if (EC)
@@ -788,6 +814,20 @@ static Error runTool(SourceMgr &SM) {
   }
   if (InputFile.empty())
     return makeError("no model file given (mdplan MODEL [options])");
+
+  // With {replica} in the output path and no --replica-id, every replica's
+  // output, one path each; else this replica's.
+  std::vector<int> Replicas = {Config.ReplicaId};
+  bool PerReplica = mdrt::replicaPath(OutputFile, 0) != OutputFile;
+  if (PerReplica && !ReplicaId.getNumOccurrences()) {
+    Replicas.clear();
+    for (int R = 0; R < Config.NumReplicas; ++R)
+      Replicas.push_back(R);
+  }
+  // Before the model is read and compiled, which can take a while.
+  for (int R : Replicas)
+    if (Error E = checkNotAnInput(mdrt::replicaPath(OutputFile, R)))
+      return E;
 
   ReadOptions RO;
   RO.Format = Format;
@@ -802,15 +842,6 @@ static Error runTool(SourceMgr &SM) {
   if (!G)
     return G.takeError();
 
-  // With {replica} in the output path and no --replica-id, every replica's
-  // output, one path each; else this replica's.
-  std::vector<int> Replicas = {Config.ReplicaId};
-  bool PerReplica = mdrt::replicaPath(OutputFile, 0) != OutputFile;
-  if (PerReplica && !ReplicaId.getNumOccurrences()) {
-    Replicas.clear();
-    for (int R = 0; R < Config.NumReplicas; ++R)
-      Replicas.push_back(R);
-  }
   for (size_t I = 0; I < Replicas.size(); ++I) {
     DeploymentConfig C = Config;
     C.ReplicaId = Replicas[I];

@@ -19,6 +19,7 @@
 #include "mdrt/Process.h"
 #include "mdrt/Trainer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -30,12 +31,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iomanip>
 #include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/stat.h>
 
 using namespace mdrt;
 
@@ -190,6 +194,48 @@ int printCheckpoint(const std::string &Path) {
     std::cout << '\n';
   }
   return 0;
+}
+
+/// Whether \p A and \p B name one file or directory (through links too;
+/// by name where either does not exist yet).
+bool samePath(const std::filesystem::path &A, const std::filesystem::path &B) {
+  struct stat SA, SB;
+  if (::stat(A.c_str(), &SA) == 0 && ::stat(B.c_str(), &SB) == 0)
+    return SA.st_dev == SB.st_dev && SA.st_ino == SB.st_ino;
+  std::error_code EA, EB;
+  auto PA = std::filesystem::absolute(A, EA).lexically_normal();
+  auto PB = std::filesystem::absolute(B, EB).lexically_normal();
+  return !EA && !EB && PA == PB;
+}
+
+/// Why output \p Path of option \p Flag would overwrite what the run
+/// reads or keeps: the plan \p Plan, a dataset file of the --data
+/// directory, a checkpoint of the --checkpoint-dir; empty when it would
+/// not.
+std::string overwritesInput(const std::string &Flag, const std::string &Path,
+                            const std::string &Plan, const TrainOptions &T) {
+  namespace fs = std::filesystem;
+  std::string Head = Flag + " '" + Path + "' is ";
+  const std::string Tail =
+      "; writing it would overwrite it (give it a file of its own)";
+  if (samePath(Path, Plan))
+    return Head + "the plan mdrun runs" + Tail;
+  fs::path Parent = fs::path(Path).parent_path();
+  if (Parent.empty())
+    Parent = ".";
+  auto EndsWith = [](const std::string &S, const std::string &End) {
+    return S.size() >= End.size() &&
+           S.compare(S.size() - End.size(), End.size(), End) == 0;
+  };
+  std::string Name = fs::path(Path).filename().string();
+  if (!T.DataDir.empty() && samePath(Parent, T.DataDir) &&
+      (EndsWith(Name, "-ubyte") || EndsWith(Name, "-ubyte.gz")))
+    return Head + "a dataset file of --data '" + T.DataDir + "'" + Tail;
+  if (!T.CheckpointDir.empty() && samePath(Parent, T.CheckpointDir) &&
+      Name.rfind("ckpt-", 0) == 0)
+    return Head + "a checkpoint's name in --checkpoint-dir '" +
+           T.CheckpointDir + "'" + Tail;
+  return "";
 }
 
 /// The signal that asked the run to stop (SIGTERM, SIGINT), polled by the
@@ -516,6 +562,19 @@ static int mdrunMain(int argc, char **argv) {
     Misuse = "--resume needs --checkpoint-dir";
   if (Misuse && !DumpPlan) {
     return UsageError(Misuse);
+  }
+  // This process's outputs against what it reads (a mistyped path costs the
+  // plan, the data or the checkpoint to resume from).
+  if (!DumpPlan) {
+    int Rank = std::max(launcherRank(), 0);
+    std::string Plan = replicaPath(PlanPath, Rank);
+    for (const auto &[Flag, Path] :
+         {std::pair<std::string, std::string>{"--metrics", T.MetricsPath},
+          {"--trace", replicaPath(T.TracePath, Rank)}})
+      if (!Path.empty())
+        if (std::string Why = overwritesInput(Flag, Path, Plan, T);
+            !Why.empty())
+          return UsageError(Why);
   }
 
   if (DumpPlan) {

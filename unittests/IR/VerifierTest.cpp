@@ -121,4 +121,19 @@ TEST(InferShapesTest, InputNotInferredYet) {
   EXPECT_EQ(inferMessage({C, R}), "");
 }
 
+TEST(InferShapesTest, SameWindowOutputWithAHugeStride) {
+  // SAME padding's output is ceil(input / stride): a stride near the
+  // largest int64 gives one output, not an overflowed 0.
+  Graph G;
+  Node *X = G.createNode("x", opDef(OpKind::Input));
+  X->attrs().set("shape", Attr(Shape{3, 5, 1}));
+  Node *P = G.createNode("p", opDef(OpKind::MaxPool));
+  P->addInput(X);
+  P->attrs().set("ksize", Attr(std::vector<int64_t>{2, 2}));
+  P->attrs().set("strides", Attr(std::vector<int64_t>{INT64_MAX, 2}));
+  P->attrs().set("padding", Attr(std::string("SAME")));
+  ASSERT_EQ(inferMessage({X, P}), "");
+  EXPECT_EQ(P->getOutputType(0).str(), "float32[?,1,3,1]");
+}
+
 } // namespace

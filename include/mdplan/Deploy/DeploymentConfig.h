@@ -64,6 +64,11 @@ public:
 
 class DeploymentConfig {
 public:
+  /// The most clones per replica, replicas and ps tasks validate() accepts.
+  static constexpr int MaxDeploymentCount = 65536;
+  /// The most devices (clones times replicas) of one mirrored all-reduce.
+  static constexpr int64_t MaxMirroredDevices = 1 << 20;
+
   // DeploymentConfig parameters (model_deploy's names and defaults).
   int NumClones = 1;
   bool CloneOnCPU = false;
