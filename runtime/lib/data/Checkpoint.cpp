@@ -578,10 +578,17 @@ StatusOr<Checkpoint> mdrt::readCheckpoint(const std::string &Path,
                                           bool *Damaged) {
   if (Damaged)
     *Damaged = false;
-  int Fd = ::open(Path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Opened without waiting for a writer: a FIFO that has none (one named
+  // as a checkpoint in a checkpoint directory) reads as empty rather than
+  // blocking the run where no signal can stop it. Reads then block as
+  // usual (a pipe with a writer).
+  int Fd = ::open(Path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (Fd < 0)
     return Status::error("cannot open checkpoint " + quote(Path) + ": " +
                          std::strerror(errno));
+  int Flags = ::fcntl(Fd, F_GETFL);
+  if (Flags >= 0)
+    ::fcntl(Fd, F_SETFL, Flags & ~O_NONBLOCK);
   std::vector<uint8_t> Bytes;
   struct stat St;
   if (::fstat(Fd, &St) == 0 && St.st_size > 0)
