@@ -260,6 +260,12 @@ public:
   }
 
   bool hasPositions() const { return T != nullptr || Fast != nullptr; }
+  /// Whether the text wrote field \p Name of \p M (a proto3 scalar that
+  /// reads 0 may have been written so); false for a binary file.
+  template <typename MsgT> bool written(const MsgT &M, StringRef Name) const {
+    SourceLoc L = at(M, Name);
+    return L.Line != Fallback.Line || L.Col != Fallback.Col;
+  }
   SourceLoc fallback() const { return Fallback; }
 
 private:
@@ -1099,6 +1105,17 @@ Error ModelBuilder::collection(const pb::RepeatedPtrField<std::string> &Names,
         N->getNumOutputs() < 1)
       return makeError(L.at(M, Field, I),
                        Field + " '" + Names[I] + "' has no output");
+    // The total loss adds both lists: one node in each is counted twice.
+    // (A variable's `regularizer` adds its node before these lists.)
+    Collection Other = C == Collection::Losses
+                           ? Collection::RegularizationLosses
+                           : Collection::Losses;
+    if ((C == Collection::Losses || C == Collection::RegularizationLosses) &&
+        G.collection(Other).count(N))
+      return makeError(L.at(M, Field, I),
+                       "'" + Names[I] +
+                           "' is both a loss and a regularization_loss; the "
+                           "total loss would count it twice");
     G.collection(C).insert(N);
   }
   return Error::success();
@@ -1251,8 +1268,11 @@ Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
       if (T.optimizer().has_nesterov())
         G.setOptimizerLoc("nesterov", OL.at(T.optimizer(), "nesterov"));
     }
-    if (T.batch_size() < 0)
-      return makeError(TL.at(T, "batch_size"), "batch size must be positive");
+    if (T.batch_size() < 0 ||
+        (T.batch_size() == 0 && TL.written(T, "batch_size")))
+      return makeError(TL.at(T, "batch_size"),
+                       "batch size must be positive, got " +
+                           Twine(T.batch_size()));
     G.setDefaultBatchSize(T.batch_size());
   }
   return verifyGraph(G);

@@ -93,6 +93,13 @@ static Expected<Shape> broadcastShapes(InferContext &C, const Shape &A,
   return Out;
 }
 
+/// \p V as printf's %g: "0.5", "1e+09", "nan", "-inf".
+static std::string formatFloat(double V) {
+  std::string Text;
+  raw_string_ostream(Text) << format("%g", V);
+  return Text;
+}
+
 /// Output size of a window op along one dimension.
 static int64_t windowOut(int64_t In, int64_t K, int64_t S, StringRef Pad) {
   if (In < 0)
@@ -210,9 +217,7 @@ static Error checkIntegerValue(InferContext &C, DType T, double V,
   }
   if (V >= Lo && V <= Hi)
     return Error::success();
-  char Buf[32];
-  std::snprintf(Buf, sizeof(Buf), "%g", V);
-  return C.error(What + " " + Buf + " does not fit " + dtypeName(T));
+  return C.error(What + " " + formatFloat(V) + " does not fit " + dtypeName(T));
 }
 
 static Error shapeConst(InferContext &C) {
@@ -253,6 +258,35 @@ static Error shapeVariable(InferContext &C) {
     if (Error E = checkIntegerValue(C, T, C.attrs().getFloat("init_value"),
                                     "init_value"))
       return E;
+  // The distributions' parameters, where the initializer uses them (named
+  // as the `variable` sugar's `initializer` fields).
+  auto Param = [&](StringRef Name) { return C.attrs().getFloat(Name); };
+  auto Finite = [&](StringRef Name, StringRef Field) -> Error {
+    if (std::isfinite(Param(Name)))
+      return Error::success();
+    return C.error("initializer '" + Init + "': " + Field +
+                   " must be a finite number, got " + formatFloat(Param(Name)));
+  };
+  if (Init == "normal" || Init == "truncated_normal") {
+    if (Error E = Finite("init_mean", "mean"))
+      return E;
+    if (Error E = Finite("init_stddev", "stddev"))
+      return E;
+    if (Param("init_stddev") < 0)
+      return C.error("initializer '" + Init +
+                     "': stddev must not be negative, got " +
+                     formatFloat(Param("init_stddev")));
+  }
+  if (Init == "uniform") {
+    if (Error E = Finite("init_min", "minval"))
+      return E;
+    if (Error E = Finite("init_max", "maxval"))
+      return E;
+    if (Param("init_min") > Param("init_max"))
+      return C.error(
+          "initializer 'uniform': minval " + formatFloat(Param("init_min")) +
+          " is greater than maxval " + formatFloat(Param("init_max")));
+  }
   C.setOutput(0, T, S);
   return Error::success();
 }
@@ -567,11 +601,9 @@ static Error shapeBatchNorm(InferContext &C) {
   if (X.rank() < 2)
     return C.error("BatchNorm input must have rank >= 2, got " + X.str());
   double Eps = C.attrs().getFloat("epsilon");
-  if (!(Eps >= 0)) {
-    std::string Text;
-    raw_string_ostream(Text) << format("%g", Eps);
-    return C.error("batch norm epsilon must be at least 0, got " + Text);
-  }
+  if (!(Eps >= 0))
+    return C.error("batch norm epsilon must be at least 0, got " +
+                   formatFloat(Eps));
   int64_t Ch = X[X.rank() - 1];
   for (unsigned I = 1; I < C.numInputs(); ++I)
     if (Error E = checkChannelVector(C, I, Ch))
@@ -607,11 +639,8 @@ static Error shapeDropout(InferContext &C) {
   if (Error E = expectFloat(C, 0))
     return E;
   double Rate = C.attrs().getFloat("rate");
-  if (!(Rate >= 0 && Rate < 1)) {
-    std::string Text;
-    raw_string_ostream(Text) << format("%g", Rate);
-    return C.error("dropout rate must be in [0, 1), got " + Text);
-  }
+  if (!(Rate >= 0 && Rate < 1))
+    return C.error("dropout rate must be in [0, 1), got " + formatFloat(Rate));
   C.setOutput(0, C.input(0).Elt, C.input(0).Dims);
   C.setOutput(1, C.input(0).Elt, C.input(0).Dims);
   return Error::success();
@@ -697,6 +726,11 @@ static Error checkUpdatesVariable(InferContext &C) {
 static Error shapeAssignMovingAverage(InferContext &C) {
   if (Error E = checkUpdatesVariable(C))
     return E;
+  // average -= (1 - decay) * (average - value): a decay outside [0, 1]
+  // moves the average away from the values.
+  double Decay = C.attrs().getFloat("decay");
+  if (!(Decay >= 0 && Decay <= 1))
+    return C.error("decay must be between 0 and 1, got " + formatFloat(Decay));
   if (Error E = expectFloat(C, 0))
     return E;
   if (Error E = expectSameType(C, 0, 1))

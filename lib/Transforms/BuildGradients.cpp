@@ -108,6 +108,24 @@ static Error noGradientsError(Node *Loss, const DenseSet<Node *> &DependsOnVar,
                      "tensors without a gradient");
 }
 
+/// The first loss the graph file wrote that \p SumLoss adds (scale-losses
+/// makes the sums), or \p SumLoss when none has a line: where an error
+/// about the clone's loss points.
+static const Node *writtenLoss(const Node *SumLoss) {
+  SmallVector<const Node *, 8> Work{SumLoss};
+  DenseSet<const Node *> Seen;
+  while (!Work.empty()) {
+    const Node *N = Work.pop_back_val();
+    if (!Seen.insert(N).second)
+      continue;
+    if (N->getLoc().Line)
+      return N;
+    for (const TensorRef &In : llvm::reverse(N->getInputs()))
+      Work.push_back(In.N);
+  }
+  return SumLoss;
+}
+
 Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
   if (Error E = requireReplicated(G, getName()))
     return E;
@@ -329,6 +347,17 @@ Error BuildGradientsPass::run(Graph &G, PassContext &Ctx) {
   });
   if (Blocked && !AnyGradient)
     return Blocked;
+  // As TensorFlow's minimize: losses that depend on no trainable variable
+  // at all train nothing.
+  if (!AnyGradient)
+    for (const CloneInfo &CI : S.Clones)
+      if (CI.SumLoss)
+        return writtenLoss(CI.SumLoss)
+            ->error(
+                "no gradients for any variable: the loss of clone " +
+                Twine(CI.Index) +
+                " depends on no trainable variable, so training would change "
+                "nothing");
   S.GradientsBuilt = true;
   return Error::success();
 }

@@ -141,6 +141,14 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
   }
   if (Error E = C.validate())
     return E;
+  // No batch size anywhere: the graph file lacks it (the flags are the
+  // other way to give one).
+  if (!C.BatchPerClone && !C.GlobalBatch && G.getDefaultBatchSize() <= 0 &&
+      !G.getFileName().empty())
+    return makeError(SourceLoc{G.getFileName(), 0, 0},
+                     "no batch size: the graph file has no training { "
+                     "batch_size }; give it one, or --batch-per-clone or "
+                     "--global-batch");
   auto Batch = C.perCloneBatch(G.getDefaultBatchSize());
   if (!Batch)
     return Batch.takeError();

@@ -240,9 +240,10 @@ update_op: "u"
 TEST(ModelReaderTest, CollectionsOutputsAndTraining) {
   auto G = read(R"(
 node { name: "a" op: "Const" }
+node { name: "r" op: "Const" }
 node { name: "s" op: "ScalarSummary" input: "a" attr { name: "tag" s: "a" } }
 loss: "a"
-regularization_loss: "a"
+regularization_loss: "r"
 summary: "s"
 output { name: "out" tensor: "a:0" }
 training { batch_size: 12 optimizer { kind: MOMENTUM learning_rate: 0.5 } }
@@ -631,7 +632,12 @@ TEST(ModelReaderTest, OutputErrors) {
 
 TEST(ModelReaderTest, TrainingErrors) {
   EXPECT_EQ(readError("training {\n  batch_size: -4\n}\n"),
-            "m.mdg:2:3: error: batch size must be positive");
+            "m.mdg:2:3: error: batch size must be positive, got -4");
+  // Written as 0 (which proto3 cannot tell from unset): the same error at
+  // the field, rather than "no batch size" later, without a location.
+  EXPECT_EQ(readError("training {\n  batch_size: 0\n}\n"),
+            "m.mdg:2:3: error: batch size must be positive, got 0");
+  EXPECT_EQ(readError("training {\n}\n"), "<no error>");
 }
 
 TEST(ModelReaderTest, ShapeMismatch) {
