@@ -815,6 +815,9 @@ static Error runTool(SourceMgr &SM) {
   if (InputFile.empty())
     return makeError("no model file given (mdplan MODEL [options])");
 
+  if (std::string Typo = mdrt::misspelledReplica(OutputFile); !Typo.empty())
+    return makeError("-o '" + OutputFile + "' has '" + Typo +
+                     "': the placeholder of the replica is '{replica}'");
   // With {replica} in the output path and no --replica-id, every replica's
   // output, one path each; else this replica's.
   std::vector<int> Replicas = {Config.ReplicaId};

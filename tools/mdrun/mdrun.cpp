@@ -95,7 +95,41 @@ struct Option {
   const char *Value; // null for flags
   const char *Help;
   std::function<bool(const std::string &)> Set;
+  /// The values Set accepts, for its error (options with a value).
+  const char *Valid = nullptr;
 };
+
+/// The edit distance between \p A and \p B (insertions, deletions and
+/// substitutions of one character each).
+size_t editDistance(const std::string &A, const std::string &B) {
+  std::vector<size_t> Row(B.size() + 1);
+  for (size_t J = 0; J <= B.size(); ++J)
+    Row[J] = J;
+  for (size_t I = 1; I <= A.size(); ++I) {
+    size_t Diagonal = Row[0];
+    Row[0] = I;
+    for (size_t J = 1; J <= B.size(); ++J) {
+      size_t Above = Row[J];
+      Row[J] = std::min({Row[J] + 1, Row[J - 1] + 1,
+                         Diagonal + (A[I - 1] == B[J - 1] ? 0 : 1)});
+      Diagonal = Above;
+    }
+  }
+  return Row[B.size()];
+}
+
+/// The option \p Name most likely meant (at most 2 edits away), or null.
+const Option *closestOption(const std::string &Name,
+                            const std::vector<Option> &Opts) {
+  const Option *Best = nullptr;
+  size_t BestDistance = 3;
+  for (const Option &O : Opts)
+    if (size_t D = editDistance(Name, O.Name); D < BestDistance) {
+      Best = &O;
+      BestDistance = D;
+    }
+  return Best;
+}
 
 /// An integer in [Min, Max]; an option held in an int passes INT_MAX as
 /// \p Max, so that a larger value is refused rather than wrapped.
@@ -349,7 +383,8 @@ static int mdrunMain(int argc, char **argv) {
   int64_t I64 = 0;
   std::vector<Option> Opts = {
       {"data", "DIR", "IDX dataset directory (train and t10k splits)",
-       [&](const std::string &V) { return !(T.DataDir = V).empty(); }},
+       [&](const std::string &V) { return !(T.DataDir = V).empty(); },
+       "a directory"},
       {"synthetic", nullptr, "random data of the plan's shapes",
        [&](const std::string &) { return T.Synthetic = true; }},
       {"synthetic-examples", "N",
@@ -358,23 +393,28 @@ static int mdrunMain(int argc, char **argv) {
          SyntheticExamplesGiven = true;
          // An IDX dimension: at most 2^32 - 1.
          return parseInt(V, T.SyntheticExamples, 1, int64_t(UINT32_MAX));
-       }},
+       },
+       "an integer from 1 to 4294967295"},
       {"steps", "N", "training steps",
-       [&](const std::string &V) { return parseInt(V, T.Steps, 1); }},
+       [&](const std::string &V) { return parseInt(V, T.Steps, 1); },
+       "an integer, at least 1"},
       {"epochs", "E", "training epochs (default 1)",
-       [&](const std::string &V) { return parseDouble(V, T.Epochs); }},
+       [&](const std::string &V) { return parseDouble(V, T.Epochs); },
+       "a number above 0"},
       {"seed", "S", "run seed: initial values, shuffling, dropout (1)",
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 0);
          T.Seed = uint64_t(I64);
          return Ok;
-       }},
+       },
+       "an integer, at least 0"},
       {"threads", "N", "threads per device (the process's CPUs)",
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 1, INT_MAX);
          T.Exec.Threads = int(I64);
          return Ok;
-       }},
+       },
+       "an integer from 1 to 2147483647"},
       {"no-shuffle", nullptr, "keep the dataset's order",
        [&](const std::string &) { return !(T.Shuffle = false); }},
       {"raw-bytes", nullptr,
@@ -382,9 +422,11 @@ static int mdrunMain(int argc, char **argv) {
        "images)",
        [&](const std::string &) { return !(T.ScaleBytes = false); }},
       {"log-every", "N", "log the loss every N steps (100; 0 never)",
-       [&](const std::string &V) { return parseInt(V, T.LogEvery, 0); }},
+       [&](const std::string &V) { return parseInt(V, T.LogEvery, 0); },
+       "an integer, at least 0"},
       {"eval-every", "N", "evaluate every N steps (each epoch)",
-       [&](const std::string &V) { return parseInt(V, T.EvalEvery, 1); }},
+       [&](const std::string &V) { return parseInt(V, T.EvalEvery, 1); },
+       "an integer, at least 1"},
       {"no-eval", nullptr, "do not evaluate",
        [&](const std::string &) { return !(T.Eval = false); }},
       {"print-losses", nullptr,
@@ -395,26 +437,32 @@ static int mdrunMain(int argc, char **argv) {
       {"no-progress", nullptr, "no progress bar",
        [&](const std::string &) { return (T.Progress = 0) == 0; }},
       {"metrics", "FILE", "write metrics as JSON lines",
-       [&](const std::string &V) { return !(T.MetricsPath = V).empty(); }},
+       [&](const std::string &V) { return !(T.MetricsPath = V).empty(); },
+       "a file"},
       {"trace", "FILE", "write a Chrome trace (Perfetto) of a few steps",
-       [&](const std::string &V) { return !(T.TracePath = V).empty(); }},
+       [&](const std::string &V) { return !(T.TracePath = V).empty(); },
+       "a file"},
       {"trace-steps", "N", "steps in the trace (3)",
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 1, INT_MAX);
          T.TraceSteps = int(I64);
          return Ok;
-       }},
+       },
+       "an integer from 1 to 2147483647"},
       {"checkpoint-dir", "DIR", "where checkpoints go",
-       [&](const std::string &V) { return !(T.CheckpointDir = V).empty(); }},
+       [&](const std::string &V) { return !(T.CheckpointDir = V).empty(); },
+       "a directory"},
       {"checkpoint-every", "N", "checkpoint every N steps (and at the end)",
-       [&](const std::string &V) { return parseInt(V, T.CheckpointEvery, 1); }},
+       [&](const std::string &V) { return parseInt(V, T.CheckpointEvery, 1); },
+       "an integer, at least 1"},
       {"keep-checkpoints", "N", "checkpoints to keep (3; 0 all)",
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 0, INT_MAX);
          T.KeepCheckpoints = int(I64);
          KeepGiven = true;
          return Ok;
-       }},
+       },
+       "an integer from 0 to 2147483647"},
       {"resume", nullptr, "continue from the latest checkpoint",
        [&](const std::string &) { return T.Resume = true; }},
       {"soft-placement", nullptr,
@@ -435,7 +483,8 @@ static int mdrunMain(int argc, char **argv) {
            B = E + 1;
          }
          return true;
-       }},
+       },
+       "GPU indices separated by commas, e.g. 0,0,1"},
       {"overlap", "auto|on|off",
        "all-reduces across processes beside the computation (auto: when "
        "a core is spare)",
@@ -449,38 +498,65 @@ static int mdrunMain(int argc, char **argv) {
          else
            return false;
          return true;
-       }},
+       },
+       "auto, on or off"},
       {"prefetch", "N", "batches prepared ahead (2)",
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 0, INT_MAX);
          T.Prefetch = int(I64);
          return Ok;
-       }},
+       },
+       "an integer from 0 to 2147483647"},
       {"print-checkpoint", "FILE", "print a checkpoint's state and tensors",
-       [&](const std::string &V) { return !(PrintCheckpoint = V).empty(); }},
+       [&](const std::string &V) { return !(PrintCheckpoint = V).empty(); },
+       "a checkpoint file"},
       {"dump-plan", nullptr, "print the plan as text and exit",
        [&](const std::string &) { return DumpPlan = true; }},
       {"quiet", nullptr, "print only the final result",
        [&](const std::string &) { return Quiet = true; }},
       {"kill-at-step", "N", "testing: SIGKILL itself after step N",
-       [&](const std::string &V) { return parseInt(V, T.KillAtStep, 1); }},
+       [&](const std::string &V) { return parseInt(V, T.KillAtStep, 1); },
+       "an integer, at least 1"},
       {"term-at-step", "N", "testing: SIGTERM itself at the end of step N",
-       [&](const std::string &V) { return parseInt(V, T.TermAtStep, 1); }},
+       [&](const std::string &V) { return parseInt(V, T.TermAtStep, 1); },
+       "an integer, at least 1"},
       {"help", nullptr, "this text",
        [&](const std::string &) { return Help = true; }},
       {"version", nullptr, "print mdrun's version and exit",
        [&](const std::string &) { return Version = true; }},
   };
 
+  // The options given, each once; "--" ends them (a plan named "-x").
+  std::vector<std::string> Given;
+  bool OptionsEnd = false;
   for (int A = 1; A < argc; ++A) {
     std::string Arg = argv[A];
-    if (Arg.rfind("--", 0) != 0 || Arg == "--") {
+    if (Arg == "--" && !OptionsEnd) {
+      OptionsEnd = true;
+      continue;
+    }
+    if (OptionsEnd || Arg.size() < 2 || Arg[0] != '-') {
       if (!PlanPath.empty()) {
         return UsageError("more than one plan given ('" + PlanPath + "' and '" +
                           Arg + "')");
       }
       PlanPath = Arg;
       continue;
+    }
+    // One dash: -h is --help; -steps=2 meant --steps=2.
+    if (Arg[1] != '-') {
+      if (Arg == "-h") {
+        Help = true;
+        continue;
+      }
+      std::string Long = "-" + Arg;
+      std::string Name = Arg.substr(1, Arg.find('=') - 1);
+      for (const Option &O : Opts)
+        if (Name == O.Name)
+          return UsageError("unknown option '" + Arg +
+                            "': mdrun's options start with two dashes ('" +
+                            Long + "')");
+      return UsageError("unknown option '" + Arg + "' (see --help)");
     }
     std::string Name = Arg.substr(2), Value;
     size_t Eq = Name.find('=');
@@ -494,8 +570,16 @@ static int mdrunMain(int argc, char **argv) {
       if (Name == O.Name)
         Found = &O;
     if (!Found) {
-      return UsageError("unknown option '--" + Name + "' (see --help)");
+      const Option *Guess = closestOption(Name, Opts);
+      return UsageError(
+          "unknown option '--" + Name + "'" +
+          (Guess ? std::string("; did you mean '--") + Guess->Name + "'?"
+                 : std::string()) +
+          " (see --help)");
     }
+    if (std::find(Given.begin(), Given.end(), Name) != Given.end())
+      return UsageError("--" + Name + " is given more than once");
+    Given.push_back(Name);
     if (Found->Value && !HasValue) {
       if (A + 1 >= argc) {
         return UsageError("--" + Name + " needs a value (" + Found->Value +
@@ -506,9 +590,36 @@ static int mdrunMain(int argc, char **argv) {
       return UsageError("--" + Name + " takes no value");
     }
     if (!Found->Set(Value)) {
-      return UsageError("invalid value '" + Value + "' for --" + Name);
+      return UsageError("invalid value '" + Value + "' for --" + Name +
+                        (Found->Valid
+                             ? std::string(" (expected ") + Found->Valid + ")"
+                             : std::string()));
     }
   }
+  // What runs nothing takes nothing a run would use: an option ignored
+  // without a word would look taken.
+  auto Besides = [&](const char *Flag) -> std::string {
+    for (const std::string &G : Given)
+      if (G != Flag && G != "help" && G != "version")
+        return "--" + G;
+    return "";
+  };
+  if (!Help && !Version && !PrintCheckpoint.empty()) {
+    std::string Other =
+        !PlanPath.empty() ? "'" + PlanPath + "'" : Besides("print-checkpoint");
+    if (!Other.empty())
+      return UsageError("--print-checkpoint prints a checkpoint and runs "
+                        "nothing: give it alone (not with " +
+                        Other + ")");
+  }
+  if (!Help && !Version && DumpPlan && !Besides("dump-plan").empty())
+    return UsageError("--dump-plan prints the plan and runs nothing: give "
+                      "it only a plan (not " +
+                      Besides("dump-plan") + ")");
+  for (const std::string &Path : {PlanPath, T.TracePath})
+    if (std::string Typo = misspelledReplica(Path); !Typo.empty())
+      return UsageError("'" + Path + "' has '" + Typo +
+                        "': the placeholder of the replica is '{replica}'");
   // A process that runs no plan (--help, --version, --print-checkpoint,
   // --dump-plan) meets the others under a launcher, so that one given a
   // plan does not wait for it (meetLaunch). \p Code is its own status.

@@ -89,6 +89,10 @@ std::string formatBytes(uint64_t Bytes);
 /// plans (and traces) of a multi-worker run, one per replica.
 std::string replicaPath(std::string Path, int Replica);
 
+/// "{Replica}" (any case but the right one) when \p Path has it: a path
+/// the tools would otherwise take literally. Empty when it has none.
+std::string misspelledReplica(const std::string &Path);
+
 } // namespace mdrt
 
 #endif // MDRT_PLAN_H

@@ -7,6 +7,7 @@
 #include "mdrt/Plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -641,7 +642,9 @@ static Status checkHeader(const uint8_t *Data, size_t Size) {
                          " bytes long");
   if (!flatbuffers::BufferHasIdentifier(Data, fb::PlanIdentifier()))
     return Status::error("not a plan: wrong file identifier (expected '" +
-                         std::string(fb::PlanIdentifier()) + "')");
+                         std::string(fb::PlanIdentifier()) +
+                         "'); a plan is what mdplan writes (mdplan MODEL "
+                         "-o PLAN.mdp)");
   return Status();
 }
 
@@ -808,4 +811,18 @@ std::string mdrt::replicaPath(std::string Path, int Replica) {
        At = Path.find(Key, At + Id.size()))
     Path.replace(At, Key.size(), Id);
   return Path;
+}
+
+std::string mdrt::misspelledReplica(const std::string &Path) {
+  const std::string Key = "{replica}";
+  for (size_t At = 0; At + Key.size() <= Path.size(); ++At) {
+    std::string Piece = Path.substr(At, Key.size());
+    if (Piece == Key)
+      continue;
+    if (std::equal(Piece.begin(), Piece.end(), Key.begin(), [](char A, char B) {
+          return std::tolower(static_cast<unsigned char>(A)) == B;
+        }))
+      return Piece;
+  }
+  return "";
 }
