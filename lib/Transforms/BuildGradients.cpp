@@ -89,6 +89,16 @@ static Error noGradientsError(Node *Loss, const DenseSet<Node *> &DependsOnVar,
     if (!Seen.insert({N, FloatOut}).second || N->getOp().isVariable())
       continue;
     const OpDef &Op = N->getOp();
+    // replicate-clones' slice of a node built once for every clone.
+    if (FloatOut && Op.Kind == OpKind::BatchSlice)
+      return N->error(
+          "no gradients for any variable: the loss of clone " +
+          Twine(CloneIndex) +
+          " depends on the trainable variables only through '" +
+          N->getInput(0).N->getName() +
+          "', which is built once for all clones (an input role) and "
+          "sliced per clone, and gradients do not flow back through the "
+          "slices: build it in the model, outside the INPUTS role");
     if (FloatOut && (Op.is(OF_NoGradient) || !Op.Gradient))
       return N->error(Why + Op.Name);
     for (const TensorRef &In : llvm::reverse(N->getInputs())) {
