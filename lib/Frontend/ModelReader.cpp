@@ -431,7 +431,9 @@ static void findBadUtf8(const pb::Message &M, const Locator &L,
 /// parser otherwise (which also reports every syntax error).
 class TextParse {
 public:
-  Error parse(StringRef Contents, StringRef File, pb::Message &M) {
+  /// \p BinaryHint: what to say of a file that holds binary data.
+  Error parse(StringRef Contents, StringRef File, pb::Message &M,
+              StringRef BinaryHint = "") {
     // Protobuf's tokenizer takes ASCII outside strings: it said "syntax
     // error: interpreting non ascii codepoint 239" at 1:1.
     if (Contents.startswith("\xEF\xBB\xBF"))
@@ -442,6 +444,24 @@ public:
       UsedFast = true;
       return Error::success();
     }
+    if (Contents.size() > size_t(INT32_MAX))
+      return makeError(SourceLoc{File, 0, 0},
+                       "the file is " + Twine(uint64_t(Contents.size())) +
+                           " bytes, more than protobuf's text parser reads "
+                           "(2 GiB); larger files must keep to the plain "
+                           "form mdplan reads itself (docs/GraphFormat.md)");
+    // Binary data: protobuf's first syntax error, with the bytes echoed,
+    // said nothing of it.
+    if (size_t Nul = Contents.find('\0'); Nul != StringRef::npos) {
+      if (Contents.size() >= 8 && Contents.substr(4, 4) == "MDPL")
+        return makeError(SourceLoc{File, 0, 0},
+                         "the file is a plan (mdplan writes plans and mdrun "
+                         "runs them), not the text format");
+      return makeError(SourceLoc{File, 0, 0},
+                       "the file holds binary data (a NUL byte at offset " +
+                           Twine(uint64_t(Nul)) + "), not the text format" +
+                           (BinaryHint.empty() ? "" : " ") + BinaryHint);
+    }
     Fast = TextLocations();
     M.Clear();
     pb::TextFormat::Parser P;
@@ -449,12 +469,6 @@ public:
     SyntaxErrors Errs(File, Contents, M.GetDescriptor());
     P.RecordErrorsTo(&Errs);
     P.WriteLocationsTo(&Slow);
-    if (Contents.size() > size_t(INT32_MAX))
-      return makeError(SourceLoc{File, 0, 0},
-                       "the file is " + Twine(uint64_t(Contents.size())) +
-                           " bytes, more than protobuf's text parser reads "
-                           "(2 GiB); larger files must keep to the plain "
-                           "form mdplan reads itself (docs/GraphFormat.md)");
     pb::io::ArrayInputStream In(Contents.data(), int(Contents.size()));
     if (P.Parse(&In, &M)) {
       // The fast path takes ASCII strings only: its messages need no check.
@@ -1349,7 +1363,9 @@ readModelOnThisThread(StringRef Contents, StringRef Name,
           "cannot parse the binary model (not a serialized "
           "mdplan.desc.Model" +
               (Log.first().empty() ? std::string() : ": " + Log.first()) + ")");
-  } else if (Error E = Text.parse(Contents, File, M)) {
+  } else if (Error E = Text.parse(Contents, File, M,
+                                  "(a binary model needs a .pb, .binpb or "
+                                  ".mdgb name, or --input-format=binary)")) {
     return std::move(E);
   }
   auto G = std::make_unique<Graph>();

@@ -121,6 +121,10 @@ static unsigned findBuffer(const SourceMgr &SM, StringRef File) {
   return 0;
 }
 
+/// Source lines longer than this are echoed only around the caret, this
+/// many bytes either side.
+static constexpr size_t MaxEchoedLine = 200, EchoContext = 60;
+
 void mdplan::printErrors(Error E, raw_ostream &OS, const SourceMgr *SM,
                          StringRef ToolName) {
   handleAllErrors(
@@ -146,9 +150,33 @@ void mdplan::printErrors(Error E, raw_ostream &OS, const SourceMgr *SM,
             Seen = *At == '\t' ? (Seen / 8 + 1) * 8 : Seen + 1;
             ++At;
           }
-          SM->PrintMessage(OS, SMLoc::getFromPointer(At), SourceMgr::DK_Error,
-                           LE.getMessage(), {}, {},
-                           /*ShowColors=*/false);
+          StringRef Line(P, LineEnd - P);
+          // A line with control bytes (binary data) is not echoed; a long
+          // one only around the caret.
+          bool Binary = llvm::any_of(Line, [](char C) {
+            return (static_cast<unsigned char>(C) < 0x20 && C != '\t') ||
+                   C == 0x7f;
+          });
+          if (!Binary && Line.size() <= MaxEchoedLine) {
+            SM->PrintMessage(OS, SMLoc::getFromPointer(At), SourceMgr::DK_Error,
+                             LE.getMessage(), {}, {},
+                             /*ShowColors=*/false);
+            return;
+          }
+          OS << Loc.File << ':' << Loc.Line << ':' << Loc.Col
+             << ": error: " << LE.getMessage() << '\n';
+          if (Binary)
+            return;
+          size_t Caret = At - P;
+          size_t From = Caret > EchoContext ? Caret - EchoContext : 0;
+          size_t To = std::min(Line.size(), Caret + EchoContext);
+          std::string Shown = From ? "..." : "";
+          size_t CaretCol = Shown.size() + (Caret - From);
+          for (char C : Line.slice(From, To))
+            Shown += C == '\t' ? ' ' : C;
+          if (To < Line.size())
+            Shown += "...";
+          OS << Shown << '\n' << std::string(CaretCol, ' ') << "^\n";
           return;
         }
         if (!Loc.isValid() && !ToolName.empty())

@@ -118,7 +118,9 @@ llvm::Error appendToMessage(llvm::Error E, const llvm::Twine &Suffix);
 std::string errorMessage(llvm::Error E);
 
 /// Prints \p E to \p OS, one line per error. When \p SM holds the file a
-/// LocatedError points into, the source line and a caret follow. Consumes E.
+/// LocatedError points into, the source line and a caret follow (a line
+/// longer than 200 bytes only around the caret, one with control bytes
+/// not at all). Consumes E.
 void printErrors(llvm::Error E, llvm::raw_ostream &OS,
                  const llvm::SourceMgr *SM = nullptr,
                  llvm::StringRef ToolName = {});
