@@ -59,7 +59,7 @@ def step_us(mdrun, plan, steps, threads):
                                                  CUDA_VISIBLE_DEVICES=""))
     if out.returncode != 0:
         sys.exit("mdrun_ab: %s failed on %s:\n%s" % (mdrun, plan, out.stderr))
-    m = re.search(r"done: (\d+) steps in ([0-9.e+-]+) s", out.stdout)
+    m = re.search(r"done: (\d+) steps? in ([0-9.e+-]+) s", out.stdout)
     if not m:
         sys.exit("mdrun_ab: no 'done:' line from %s:\n%s" % (mdrun,
                                                              out.stdout))

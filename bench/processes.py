@@ -46,7 +46,7 @@ MODELS = {
     "mlp": ("fashion_mlp.mdg", 64, 600),
     "cnn": ("tf_tutorial_cnn.mdg", 100, 40),
 }
-DONE = re.compile(r"^done: (\d+) steps in ([0-9.e+-]+) s \((\d+) examples/s\)")
+DONE = re.compile(r"^done: (\d+) steps? in ([0-9.e+-]+) s \((\d+) examples/s\)")
 
 
 def tool(name):

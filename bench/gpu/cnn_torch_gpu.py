@@ -121,7 +121,7 @@ def mdrun_seconds(mdrun, plan, data, steps, extra, env):
     wall = time.perf_counter() - t
     if out.returncode != 0:
         sys.exit("mdrun failed: %s\n%s" % (" ".join(cmd), out.stderr))
-    m = re.search(r"done: \d+ steps in ([0-9.e+-]+) s", out.stdout)
+    m = re.search(r"done: \d+ steps? in ([0-9.e+-]+) s", out.stdout)
     return (float(m.group(1)) if m else wall), out.stdout + out.stderr
 
 

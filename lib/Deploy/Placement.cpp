@@ -8,6 +8,7 @@
 #include "mdplan/IR/OpRegistry.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 #include <map>
@@ -130,6 +131,15 @@ Error mdplan::placeDevices(Graph &G, const PlacementOptions &Opts,
   };
   std::vector<Completed> Done(Specs.size());
   std::map<std::string, int> DeviceIds;
+  // Soft placement's moves, one warning per missing device (a node each
+  // would be hundreds of lines for a few clones): how many nodes, the
+  // first of them, in graph order.
+  struct SoftMove {
+    std::string Host, Why;
+    const Node *First = nullptr;
+    size_t Count = 0;
+  };
+  MapVector<std::string, SoftMove, std::map<std::string, unsigned>> Moves;
   for (const auto &NP : G.nodes()) {
     Node &N = *NP;
     PlacementRecord *Rec = Wants(N) ? &(*Records)[&N] : nullptr;
@@ -181,10 +191,12 @@ Error mdplan::placeDevices(Graph &G, const PlacementOptions &Opts,
                             ? ""
                             : " (--soft-placement moves such nodes to the "
                               "host CPU)"));
-      Diags.warning(N.getLoc(), "node '" + N.getName() + "': '" +
-                                    Final.toString() + "' does not exist (" +
-                                    Why + "); placed on '" + Host.toString() +
-                                    "' instead (soft placement)");
+      SoftMove &M = Moves[Final.toString()];
+      if (!M.Count++) {
+        M.Host = Host.toString();
+        M.Why = Why;
+        M.First = &N;
+      }
       if (Rec)
         Rec->SoftFrom = Final;
       Final = Host;
@@ -198,6 +210,14 @@ Error mdplan::placeDevices(Graph &G, const PlacementOptions &Opts,
     if (!Summary && Why.empty() && Done[SI].Id < 0)
       Done[SI] = {std::move(Final), Ins.first->second};
   }
+  for (const auto &[Missing, M] : Moves)
+    Diags.warning(M.First->getLoc(),
+                  "'" + Missing + "' does not exist (" + M.Why + "): " +
+                      (M.Count == 1
+                           ? "its node '" + M.First->getName() + "' is"
+                           : "its " + Twine(M.Count) + " nodes (the first '" +
+                                 M.First->getName() + "') are") +
+                      " placed on '" + M.Host + "' instead (soft placement)");
   return Error::success();
 }
 

@@ -523,7 +523,7 @@ static Error checkWindowAttrs(InferContext &C, StringRef Name,
                               const std::vector<int64_t> &V) {
   if (V.size() != 2 || V[0] < 1 || V[1] < 1)
     return C.error("'" + Name + "' must be two positive integers, got " +
-                   Shape(V).str());
+                   writtenDims(V));
   return Error::success();
 }
 

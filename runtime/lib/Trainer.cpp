@@ -1130,8 +1130,10 @@ Status Trainer::run(TrainResult &R) {
   int64_t TraceFrom = O.TracePath.empty() ? -1 : Step + 1;
   int64_t TraceTo = TraceFrom + O.TraceSteps;
   T.Log << "training " << T.Plan->plan().model()->str() << ": " << Total
-        << " steps of " << Batch << " examples (" << PerEpoch
-        << " steps per epoch)" << std::endl;
+        << (Total == 1 ? " step of " : " steps of ") << Batch << " examples ("
+        << PerEpoch
+        << (PerEpoch == 1 ? " step per epoch)" : " steps per epoch)")
+        << std::endl;
 
   std::vector<OutputValue> Outs;
   // The log window's start (its rate), and the bar's last redraw (it

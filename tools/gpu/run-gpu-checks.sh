@@ -375,7 +375,7 @@ if want pin; then
       T+=("$(timed "$RUN_TIMEOUT" env MDRT_CUDA_PIN_HOST=$pin "$MDRUN" \
         "$P/cnn.mdp" --data="$DATA" --steps=$n --no-shuffle --no-eval \
         --log-every=0 --no-progress 2>&1 |
-        sed -n 's/^done: [0-9]* steps in \([0-9.e+-]*\) s.*/\1/p')")
+        sed -n 's/^done: [0-9]* steps* in \([0-9.e+-]*\) s.*/\1/p')")
     done
     "$PY" -c "import sys; a, b = map(float, sys.argv[1:3]); print('cnn, default placement, MDRT_CUDA_PIN_HOST=%s: %.3f ms/step' % (sys.argv[3], (b - a) / 300 * 1000))" \
       "${T[0]:-0}" "${T[1]:-0}" "$pin" 2>&1 | tee -a "$LOGS/pin.log" || S=1

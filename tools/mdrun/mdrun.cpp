@@ -230,6 +230,11 @@ int printCheckpoint(const std::string &Path) {
   return 0;
 }
 
+/// "1 step", "2 steps".
+std::string steps(int64_t N) {
+  return std::to_string(N) + (N == 1 ? " step" : " steps");
+}
+
 /// Whether \p A and \p B name one file or directory (through links too;
 /// by name where either does not exist yet).
 bool samePath(const std::filesystem::path &A, const std::filesystem::path &B) {
@@ -831,7 +836,7 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
               << (R.StoppedBy == SIGINT ? "SIGINT" : "SIGTERM");
     if (!R.StoppedHere)
       std::cout << " to another process of the run";
-    std::cout << " (" << R.StepsRun << " steps in " << std::setprecision(3)
+    std::cout << " (" << steps(R.StepsRun) << " in " << std::setprecision(3)
               << R.Seconds << std::setprecision(6) << " s)";
     if (R.Checkpoint.empty())
       std::cout << "; no --checkpoint-dir, so nothing was saved\n";
@@ -842,7 +847,7 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
   }
   // After a resume, the steps this run executed (which the time and rate
   // are about), then the global step reached.
-  std::cout << "done: " << R.StepsRun << " steps in " << std::setprecision(3)
+  std::cout << "done: " << steps(R.StepsRun) << " in " << std::setprecision(3)
             << R.Seconds << std::setprecision(6) << " s ("
             << int64_t(R.ExamplesPerSecond) << " examples/s)";
   if (R.StepsRun != R.Steps)
