@@ -492,8 +492,29 @@ TEST_F(PlacementTest, SoftPlacementFallsBackToHostCpu) {
             "/job:worker/replica:0/task:0/device:GPU:3");
   ASSERT_EQ(Warnings.size(), 1u);
   EXPECT_EQ(Warnings[0],
-            "m.mdg:2:8: node 'n': '/job:worker/replica:0/task:0/device:GPU:3' "
-            "does not exist (the worker tasks have 2 GPUs, GPU:0 to GPU:1); "
+            "m.mdg:2:8: '/job:worker/replica:0/task:0/device:GPU:3' does not "
+            "exist (the worker tasks have 2 GPUs, GPU:0 to GPU:1): its node "
+            "'n' is placed on '/job:worker/replica:0/task:0/device:CPU:0' "
+            "instead (soft placement)");
+}
+
+TEST_F(PlacementTest, SoftPlacementWarnsOncePerMissingDevice) {
+  Node *A = node("a", OpKind::NoOp, nullptr, "/device:GPU:3");
+  A->setLoc(SourceLoc{internFileName("m.mdg"), 2, 8});
+  node("b", OpKind::NoOp, nullptr, "/device:GPU:3");
+  node("c", OpKind::NoOp, nullptr, "/device:GPU:4");
+  node("ok", OpKind::NoOp, nullptr, "/device:GPU:1");
+  EXPECT_EQ(place(cluster(2), /*Soft=*/true), "");
+  ASSERT_EQ(Warnings.size(), 2u);
+  EXPECT_EQ(Warnings[0],
+            "m.mdg:2:8: '/job:worker/replica:0/task:0/device:GPU:3' does not "
+            "exist (the worker tasks have 2 GPUs, GPU:0 to GPU:1): its 2 "
+            "nodes (the first 'a') are placed on "
+            "'/job:worker/replica:0/task:0/device:CPU:0' instead (soft "
+            "placement)");
+  EXPECT_EQ(Warnings[1],
+            "'/job:worker/replica:0/task:0/device:GPU:4' does not exist (the "
+            "worker tasks have 2 GPUs, GPU:0 to GPU:1): its node 'c' is "
             "placed on '/job:worker/replica:0/task:0/device:CPU:0' instead "
             "(soft placement)");
 }
