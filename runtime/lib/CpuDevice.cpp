@@ -6,9 +6,14 @@
 
 #include "mdrt/Device.h"
 
+#include "mdrt/Plan.h"
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+
+#include <unistd.h>
 
 using namespace mdrt;
 
@@ -27,20 +32,32 @@ public:
   DeviceKind kind() const override { return DeviceKind::CPU; }
 
   Status allocate(uint64_t ArenaBytes, uint64_t PersistentBytes) override {
-    auto Alloc = [&](uint64_t Bytes, uint8_t *&Out) -> Status {
+    auto Alloc = [&](uint64_t Bytes, uint8_t *&Out,
+                     const char *What) -> Status {
       // 64-byte aligned; at least one cache line so the pointer is valid.
       // (The verifier bounds Bytes, so the rounding cannot wrap.)
       size_t Size = (std::max<uint64_t>(Bytes, 64) + 63) & ~uint64_t(63);
+      errno = 0;
       Out = Size >= Bytes ? static_cast<uint8_t *>(std::aligned_alloc(64, Size))
                           : nullptr;
-      if (!Out)
-        return Status::error("cannot allocate " + std::to_string(Bytes) +
-                             " bytes for device " + Name);
+      if (!Out) {
+        int Err = errno ? errno : ENOMEM;
+        std::string Msg = "cannot allocate " + formatBytes(Bytes) + " (" +
+                          std::to_string(Bytes) + " bytes) for the " + What +
+                          " of device " + Name + ": " + std::strerror(Err);
+        long Pages = ::sysconf(_SC_PHYS_PAGES), Page = ::sysconf(_SC_PAGESIZE);
+        if (Pages > 0 && Page > 0)
+          Msg += " (this machine has " +
+                 formatBytes(uint64_t(Pages) * uint64_t(Page)) +
+                 " of memory; mdplan --emit=plan-text shows what the plan "
+                 "needs, and a smaller batch needs less)";
+        return Status::error(Msg);
+      }
       std::memset(Out, 0, Size);
       return Status::ok();
     };
-    MDRT_RETURN_IF_ERROR(Alloc(ArenaBytes, Arena));
-    return Alloc(PersistentBytes, Persistent);
+    MDRT_RETURN_IF_ERROR(Alloc(ArenaBytes, Arena, "arena"));
+    return Alloc(PersistentBytes, Persistent, "persistent buffers");
   }
 
   // An empty tensor's host copy may be a null pointer, which memcpy must
