@@ -152,12 +152,16 @@ void mdplan::printErrors(Error E, raw_ostream &OS, const SourceMgr *SM,
           }
           StringRef Line(P, LineEnd - P);
           // A line with control bytes (binary data) is not echoed; a long
-          // one only around the caret.
+          // one only around the caret; one with UTF-8 (whose caret
+          // SourceMgr leaves out) with the caret under its character.
           bool Binary = llvm::any_of(Line, [](char C) {
             return (static_cast<unsigned char>(C) < 0x20 && C != '\t') ||
                    C == 0x7f;
           });
-          if (!Binary && Line.size() <= MaxEchoedLine) {
+          bool Ascii = llvm::all_of(Line, [](char C) {
+            return static_cast<unsigned char>(C) < 0x80;
+          });
+          if (!Binary && Ascii && Line.size() <= MaxEchoedLine) {
             SM->PrintMessage(OS, SMLoc::getFromPointer(At), SourceMgr::DK_Error,
                              LE.getMessage(), {}, {},
                              /*ShowColors=*/false);
@@ -167,13 +171,24 @@ void mdplan::printErrors(Error E, raw_ostream &OS, const SourceMgr *SM,
              << ": error: " << LE.getMessage() << '\n';
           if (Binary)
             return;
-          size_t Caret = At - P;
-          size_t From = Caret > EchoContext ? Caret - EchoContext : 0;
-          size_t To = std::min(Line.size(), Caret + EchoContext);
+          auto IsContinuation = [](char C) {
+            return (static_cast<unsigned char>(C) & 0xC0) == 0x80;
+          };
+          size_t Caret = At - P, From = 0, To = Line.size();
+          if (Line.size() > MaxEchoedLine) {
+            From = Caret > EchoContext ? Caret - EchoContext : 0;
+            To = std::min(Line.size(), Caret + EchoContext);
+            while (From > 0 && IsContinuation(Line[From]))
+              --From;
+            while (To < Line.size() && IsContinuation(Line[To]))
+              ++To;
+          }
           std::string Shown = From ? "..." : "";
-          size_t CaretCol = Shown.size() + (Caret - From);
-          for (char C : Line.slice(From, To))
-            Shown += C == '\t' ? ' ' : C;
+          size_t CaretCol = Shown.size();
+          for (size_t I = From; I < To; ++I) {
+            Shown += Line[I] == '\t' ? ' ' : Line[I];
+            CaretCol += I < Caret && !IsContinuation(Line[I]);
+          }
           if (To < Line.size())
             Shown += "...";
           OS << Shown << '\n' << std::string(CaretCol, ' ') << "^\n";
