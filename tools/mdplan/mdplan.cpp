@@ -160,10 +160,14 @@ static cl::opt<std::string> InputFile(cl::Positional, cl::desc("<model>"),
                                       cl::cat(MainCat));
 static cl::opt<std::string> OutputFile(
     "o",
-    cl::desc("Output file; with several replicas, '{replica}' in it stands "
+    cl::desc("Output file (also --output); with several replicas, "
+             "'{replica}' in it stands "
              "for the replica id, and without --replica-id every replica's "
              "output is written"),
-    cl::value_desc("file"), cl::init("-"), cl::cat(MainCat));
+    cl::value_desc("file"), cl::init("-"), cl::Prefix, cl::cat(MainCat));
+/// -o's long name (LLVM read --output=x as a group of one-letter options).
+static cl::alias OutputAlias("output", cl::desc("Alias for -o"),
+                             cl::aliasopt(OutputFile), cl::cat(MainCat));
 
 enum class EmitKind { Placement, Graph, Dot, Deployment, Plan, PlanText, None };
 static EnumOpt<EmitKind> Emit(
