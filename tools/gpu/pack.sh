@@ -20,7 +20,7 @@
 #                                     machine's CPU (soft placement); *-ref.log
 #                                     with the reference kernels, for the
 #                                     plans in REF_MODELS (default: mlp,
-#                                     mlp-mirrored, cnn, cnn-mirrored)
+#                                     mlp-mirrored, cnn, cnn-mirrored, resnet)
 #   commit, schema.sha256             what the carry was made from
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
