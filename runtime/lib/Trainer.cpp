@@ -487,18 +487,6 @@ static Status openForWriting(std::ofstream &Out, const std::string &Path,
   return writeError(What, Path);
 }
 
-/// Whether \p A and \p B name one file (through links too; by name where
-/// they do not exist yet).
-static bool sameFile(const std::string &A, const std::string &B) {
-  struct stat SA, SB;
-  if (::stat(A.c_str(), &SA) == 0 && ::stat(B.c_str(), &SB) == 0)
-    return SA.st_dev == SB.st_dev && SA.st_ino == SB.st_ino;
-  std::error_code EA, EB;
-  auto PA = std::filesystem::absolute(A, EA).lexically_normal();
-  auto PB = std::filesystem::absolute(B, EB).lexically_normal();
-  return !EA && !EB && PA == PB;
-}
-
 /// Checks that \p Path can be written without emptying it: a run refused
 /// later (a checkpoint that does not fit) leaves the earlier run's file.
 /// Only a regular file (or a missing one) is probed by opening it: opening

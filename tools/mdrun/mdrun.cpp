@@ -39,8 +39,6 @@
 #include <thread>
 #include <vector>
 
-#include <sys/stat.h>
-
 using namespace mdrt;
 
 namespace {
@@ -235,18 +233,6 @@ std::string steps(int64_t N) {
   return std::to_string(N) + (N == 1 ? " step" : " steps");
 }
 
-/// Whether \p A and \p B name one file or directory (through links too;
-/// by name where either does not exist yet).
-bool samePath(const std::filesystem::path &A, const std::filesystem::path &B) {
-  struct stat SA, SB;
-  if (::stat(A.c_str(), &SA) == 0 && ::stat(B.c_str(), &SB) == 0)
-    return SA.st_dev == SB.st_dev && SA.st_ino == SB.st_ino;
-  std::error_code EA, EB;
-  auto PA = std::filesystem::absolute(A, EA).lexically_normal();
-  auto PB = std::filesystem::absolute(B, EB).lexically_normal();
-  return !EA && !EB && PA == PB;
-}
-
 /// Why output \p Path of option \p Flag would overwrite what the run
 /// reads or keeps: the plan \p Plan, a dataset file of the --data
 /// directory, a checkpoint of the --checkpoint-dir; empty when it would
@@ -257,7 +243,7 @@ std::string overwritesInput(const std::string &Flag, const std::string &Path,
   std::string Head = Flag + " '" + Path + "' is ";
   const std::string Tail =
       "; writing it would overwrite it (give it a file of its own)";
-  if (samePath(Path, Plan))
+  if (sameFile(Path, Plan))
     return Head + "the plan mdrun runs" + Tail;
   fs::path Parent = fs::path(Path).parent_path();
   if (Parent.empty())
@@ -267,10 +253,10 @@ std::string overwritesInput(const std::string &Flag, const std::string &Path,
            S.compare(S.size() - End.size(), End.size(), End) == 0;
   };
   std::string Name = fs::path(Path).filename().string();
-  if (!T.DataDir.empty() && samePath(Parent, T.DataDir) &&
+  if (!T.DataDir.empty() && sameFile(Parent.string(), T.DataDir) &&
       (EndsWith(Name, "-ubyte") || EndsWith(Name, "-ubyte.gz")))
     return Head + "a dataset file of --data '" + T.DataDir + "'" + Tail;
-  if (!T.CheckpointDir.empty() && samePath(Parent, T.CheckpointDir) &&
+  if (!T.CheckpointDir.empty() && sameFile(Parent.string(), T.CheckpointDir) &&
       Name.rfind("ckpt-", 0) == 0)
     return Head + "a checkpoint's name in --checkpoint-dir '" +
            T.CheckpointDir + "'" + Tail;

@@ -89,6 +89,10 @@ std::string formatBytes(uint64_t Bytes);
 /// plans (and traces) of a multi-worker run, one per replica.
 std::string replicaPath(std::string Path, int Replica);
 
+/// Whether \p A and \p B name one file or directory (through links too;
+/// by their absolute, normalized names where either does not exist yet).
+bool sameFile(const std::string &A, const std::string &B);
+
 /// "{Replica}" (any case but the right one) when \p Path has it: a path
 /// the tools would otherwise take literally. Empty when it has none.
 std::string misspelledReplica(const std::string &Path);

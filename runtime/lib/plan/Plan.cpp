@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -825,4 +826,14 @@ std::string mdrt::misspelledReplica(const std::string &Path) {
       return Piece;
   }
   return "";
+}
+
+bool mdrt::sameFile(const std::string &A, const std::string &B) {
+  struct stat SA, SB;
+  if (::stat(A.c_str(), &SA) == 0 && ::stat(B.c_str(), &SB) == 0)
+    return SA.st_dev == SB.st_dev && SA.st_ino == SB.st_ino;
+  std::error_code EA, EB;
+  auto PA = std::filesystem::absolute(A, EA).lexically_normal();
+  auto PB = std::filesystem::absolute(B, EB).lexically_normal();
+  return !EA && !EB && PA == PB;
 }
