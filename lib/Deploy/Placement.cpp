@@ -9,6 +9,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 #include <map>
@@ -140,6 +141,17 @@ Error mdplan::placeDevices(Graph &G, const PlacementOptions &Opts,
     size_t Count = 0;
   };
   MapVector<std::string, SoftMove, std::map<std::string, unsigned>> Moves;
+  // Said also when a later node fails: the moves made until then.
+  auto Warn = make_scope_exit([&] {
+    for (const auto &[Missing, M] : Moves)
+      Diags.warning(M.First->getLoc(),
+                    "'" + Missing + "' does not exist (" + M.Why + "): " +
+                        (M.Count == 1
+                             ? "its node '" + M.First->getName() + "' is"
+                             : "its " + Twine(M.Count) + " nodes (the first '" +
+                                   M.First->getName() + "') are") +
+                        " placed on '" + M.Host + "' instead (soft placement)");
+  });
   for (const auto &NP : G.nodes()) {
     Node &N = *NP;
     PlacementRecord *Rec = Wants(N) ? &(*Records)[&N] : nullptr;
@@ -210,14 +222,6 @@ Error mdplan::placeDevices(Graph &G, const PlacementOptions &Opts,
     if (!Summary && Why.empty() && Done[SI].Id < 0)
       Done[SI] = {std::move(Final), Ins.first->second};
   }
-  for (const auto &[Missing, M] : Moves)
-    Diags.warning(M.First->getLoc(),
-                  "'" + Missing + "' does not exist (" + M.Why + "): " +
-                      (M.Count == 1
-                           ? "its node '" + M.First->getName() + "' is"
-                           : "its " + Twine(M.Count) + " nodes (the first '" +
-                                 M.First->getName() + "') are") +
-                      " placed on '" + M.Host + "' instead (soft placement)");
   return Error::success();
 }
 

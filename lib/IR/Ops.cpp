@@ -110,22 +110,27 @@ static int64_t windowOut(int64_t In, int64_t K, int64_t S, StringRef Pad) {
 }
 
 /// With VALID padding a window must fit in the input: a larger one leaves
-/// an empty output, which would train nothing. With SAME padding it must
-/// not be more than twice the input: from there on every window covers the
-/// whole input, and the kernels would only walk the padding.
+/// an empty output, which would train nothing. With SAME padding a pooling
+/// window (\p Pool; a filter's size is bounded by its variable) must not be
+/// more than twice the input plus one: from 2 x input on, every window
+/// covers the whole input, and the kernels would only walk the padding (a
+/// window of 2^31 took a step forever).
 static Error checkWindowFits(InferContext &C, const Shape &X, int64_t KH,
-                             int64_t KW, StringRef Pad) {
+                             int64_t KW, StringRef Pad, bool Pool) {
   auto Dim = [](int64_t D) {
     return D < 0 ? std::string("?") : std::to_string(D);
   };
   if (Pad == "SAME") {
-    if (!((X[1] >= 0 && KH - X[1] > X[1]) || (X[2] >= 0 && KW - X[2] > X[2])))
+    auto TooLarge = [](int64_t K, int64_t In) {
+      return In >= 0 && K / 2 > In; // K > 2 * In + 1, without overflow
+    };
+    if (!Pool || !(TooLarge(KH, X[1]) || TooLarge(KW, X[2])))
       return Error::success();
     return C.error("window " + Twine(KH) + "x" + Twine(KW) +
                    " is more than twice the input's " + Dim(X[1]) + "x" +
                    Dim(X[2]) +
-                   " (SAME padding: each output would cover the whole "
-                   "input, as with a window twice the input's size)");
+                   " plus one (SAME padding: every window would cover the "
+                   "whole input, as one of twice the input's size does)");
   }
   if (!((X[1] >= 0 && X[1] < KH) || (X[2] >= 0 && X[2] < KW)))
     return Error::success();
@@ -545,7 +550,7 @@ static Error shapeConv2D(InferContext &C) {
                    " do not match the filter's " + Twine(F[2]) + " (filter " +
                    F.str() + ")");
   StringRef Pad = C.attrs().getString("padding");
-  if (Error E = checkWindowFits(C, X, F[0], F[1], Pad))
+  if (Error E = checkWindowFits(C, X, F[0], F[1], Pad, /*Pool=*/false))
     return E;
   C.setOutput(0, C.input(0).Elt,
               Shape{X[0], windowOut(X[1], F[0], Strides[0], Pad),
@@ -565,7 +570,7 @@ static Error shapeMaxPool(InferContext &C) {
     return E;
   const Shape &X = C.input(0).Dims;
   StringRef Pad = C.attrs().getString("padding");
-  if (Error E = checkWindowFits(C, X, K[0], K[1], Pad))
+  if (Error E = checkWindowFits(C, X, K[0], K[1], Pad, /*Pool=*/true))
     return E;
   C.setOutput(0, C.input(0).Elt,
               Shape{X[0], windowOut(X[1], K[0], S[0], Pad),

@@ -150,7 +150,8 @@ void mdplan::printErrors(Error E, raw_ostream &OS, const SourceMgr *SM,
             Seen = *At == '\t' ? (Seen / 8 + 1) * 8 : Seen + 1;
             ++At;
           }
-          StringRef Line(P, LineEnd - P);
+          // (A CRLF file's '\r' ends the line, as in SourceMgr.)
+          StringRef Line = StringRef(P, LineEnd - P).rtrim('\r');
           // A line with control bytes (binary data) is not echoed; a long
           // one only around the caret; one with UTF-8 (whose caret
           // SourceMgr leaves out) with the caret under its character.

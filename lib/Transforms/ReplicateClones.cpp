@@ -148,7 +148,7 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     return makeError(SourceLoc{G.getFileName(), 0, 0},
                      "no batch size: the graph file has no training { "
                      "batch_size }; give it one, or --batch-per-clone or "
-                     "--global-batch");
+                     "--global-batch (or a --config file's)");
   auto Batch = C.perCloneBatch(G.getDefaultBatchSize());
   if (!Batch)
     return Batch.takeError();

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 using namespace mdrt;
@@ -45,12 +46,22 @@ public:
         std::string Msg = "cannot allocate " + formatBytes(Bytes) + " (" +
                           std::to_string(Bytes) + " bytes) for the " + What +
                           " of device " + Name + ": " + std::strerror(Err);
+        // What limits this process: its address space when limited
+        // (ulimit -v), else the machine's memory.
+        struct rlimit Limit;
         long Pages = ::sysconf(_SC_PHYS_PAGES), Page = ::sysconf(_SC_PAGESIZE);
-        if (Pages > 0 && Page > 0)
-          Msg += " (this machine has " +
-                 formatBytes(uint64_t(Pages) * uint64_t(Page)) +
-                 " of memory; mdplan --emit=plan-text shows what the plan "
-                 "needs, and a smaller batch needs less)";
+        std::string Room;
+        if (::getrlimit(RLIMIT_AS, &Limit) == 0 &&
+            Limit.rlim_cur != RLIM_INFINITY)
+          Room = "this process may use " +
+                 formatBytes(uint64_t(Limit.rlim_cur)) +
+                 " of address space, ulimit -v; ";
+        else if (Pages > 0 && Page > 0)
+          Room = "this machine has " +
+                 formatBytes(uint64_t(Pages) * uint64_t(Page)) + " of memory; ";
+        Msg += " (" + Room +
+               "mdrun PLAN --dump-plan shows what each device needs, and a "
+               "smaller batch needs less)";
         return Status::error(Msg);
       }
       std::memset(Out, 0, Size);

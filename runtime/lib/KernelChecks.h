@@ -188,7 +188,7 @@ inline WindowDim windowDim(int64_t In, int64_t K, int64_t Stride, bool Same) {
   W.K = K;
   W.Stride = Stride;
   if (Same) {
-    W.Out = (In + Stride - 1) / Stride;
+    W.Out = In <= 0 ? 0 : (In - 1) / Stride + 1; // ceil, without overflow
     int64_t Total = std::max<int64_t>((W.Out - 1) * Stride + K - In, 0);
     W.PadBefore = Total / 2;
     W.PadAfter = Total - W.PadBefore;
@@ -197,6 +197,10 @@ inline WindowDim windowDim(int64_t In, int64_t K, int64_t Stride, bool Same) {
     // What oneDNN needs to see the same output size.
     W.PadAfter = 0;
   }
+  // One output: the stride moves nothing, and one as large as the input
+  // gives the same window (a stride of 2^62 is more than oneDNN takes).
+  if (W.Out == 1 && In >= 1)
+    W.Stride = std::min(Stride, In);
   return W;
 }
 

@@ -164,8 +164,10 @@ static cl::opt<std::string> OutputFile(
              "'{replica}' in it stands "
              "for the replica id, and without --replica-id every replica's "
              "output is written"),
-    cl::value_desc("file"), cl::init("-"), cl::Prefix, cl::cat(MainCat));
+    cl::value_desc("file"), cl::init("-"), cl::cat(MainCat));
 /// -o's long name (LLVM read --output=x as a group of one-letter options).
+/// (-oFILE is not taken: as a prefix option, -o would make a file of any
+/// misspelled option that starts with 'o'.)
 static cl::alias OutputAlias("output", cl::desc("Alias for -o"),
                              cl::aliasopt(OutputFile), cl::cat(MainCat));
 
@@ -784,6 +786,51 @@ static std::string rewriteOptionError(StringRef Text) {
   return Msg;
 }
 
+/// LLVM reads an unknown argument that starts with the letter of a
+/// one-letter option (-o) as a group of one-letter options, and says only
+/// "-o: may not occur within a group". This finds that argument and says
+/// what LLVM says of other unknown options; -oFILE gets the ways to name
+/// the output. Empty when every option argument is known.
+static std::string unknownGroupedArgument(int argc, char **argv) {
+  StringMap<cl::Option *> &Opts = cl::getRegisteredOptions();
+  for (int I = 1; I < argc; ++I) {
+    StringRef A = argv[I];
+    if (A == "--")
+      break;
+    if (A.size() < 2 || A[0] != '-')
+      continue;
+    auto [Name, Value] = A.ltrim('-').split('=');
+    auto It = Opts.find(Name);
+    if (It != Opts.end()) {
+      // Its value in the next argument.
+      if (!A.contains('=') &&
+          It->second->getValueExpectedFlag() == cl::ValueRequired)
+        ++I;
+      continue;
+    }
+    if (A.startswith("-o") && !A.startswith("--"))
+      return "unknown option '" + A.str() +
+             "': write the output as -o FILE, -o=FILE or --output=FILE";
+    StringRef Best;
+    unsigned BestDistance = 3;
+    for (const auto &Entry : Opts) {
+      if (Entry.second->getOptionHiddenFlag() != cl::NotHidden)
+        continue;
+      unsigned D = Name.edit_distance(Entry.getKey(), true, BestDistance);
+      if (D < BestDistance) {
+        Best = Entry.getKey();
+        BestDistance = D;
+      }
+    }
+    std::string Msg = "unknown option '" + A.split('=').first.str() + "'";
+    if (!Best.empty())
+      Msg += "; did you mean '" + std::string(Best.size() == 1 ? "-" : "--") +
+             Best.str() + "'?";
+    return Msg + " (mdplan --help lists the options)";
+  }
+  return "";
+}
+
 static Error runTool(SourceMgr &SM) {
   if (!badFlagValues().empty())
     return makeError(SourceLoc{internFileName("<command line>"), 0, 0},
@@ -904,9 +951,14 @@ int main(int argc, char **argv) {
     OptionErrors = Capture.take() + OptionErrorStream.str();
   }
   if (!Parsed) {
-    printErrors(makeError(SourceLoc{internFileName("<command line>"), 0, 0},
-                          rewriteOptionError(OptionErrors)),
-                errs(), nullptr, "mdplan");
+    std::string Message = rewriteOptionError(OptionErrors);
+    if (StringRef(OptionErrors).contains("may not occur within a group"))
+      if (std::string Unknown = unknownGroupedArgument(argc, argv);
+          !Unknown.empty())
+        Message = Unknown;
+    printErrors(
+        makeError(SourceLoc{internFileName("<command line>"), 0, 0}, Message),
+        errs(), nullptr, "mdplan");
     return 1;
   }
   errs() << OptionErrors;

@@ -162,6 +162,8 @@ void usage(const std::vector<Option> &Opts, std::ostream &OS) {
         "process's replica (its rank). A ps-strategy plan of W replicas and\n"
         "P ps tasks runs as W + P processes (mpirun -n W+P): the workers,\n"
         "then one parameter server per ps task.\n\n"
+        "Each option once, as --name=value or --name value; -h is --help,\n"
+        "and after -- every argument is the plan.\n\n"
         "options:\n";
   for (const Option &O : Opts) {
     std::string Left = std::string("  --") + O.Name;
@@ -256,8 +258,10 @@ std::string overwritesInput(const std::string &Flag, const std::string &Path,
   if (!T.DataDir.empty() && sameFile(Parent.string(), T.DataDir) &&
       (EndsWith(Name, "-ubyte") || EndsWith(Name, "-ubyte.gz")))
     return Head + "a dataset file of --data '" + T.DataDir + "'" + Tail;
+  // ckpt-*.mdck and ckpt-*.mdck.tmp.*: what the directory's listing and
+  // cleanup take for checkpoints.
   if (!T.CheckpointDir.empty() && sameFile(Parent.string(), T.CheckpointDir) &&
-      Name.rfind("ckpt-", 0) == 0)
+      Name.rfind("ckpt-", 0) == 0 && Name.find(".mdck") != std::string::npos)
     return Head + "a checkpoint's name in --checkpoint-dir '" +
            T.CheckpointDir + "'" + Tail;
   return "";
@@ -391,7 +395,7 @@ static int mdrunMain(int argc, char **argv) {
        "an integer, at least 1"},
       {"epochs", "E", "training epochs (default 1)",
        [&](const std::string &V) { return parseDouble(V, T.Epochs); },
-       "a number above 0"},
+       "a finite number above 0"},
       {"seed", "S", "run seed: initial values, shuffling, dropout (1)",
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 0);
@@ -537,17 +541,19 @@ static int mdrunMain(int argc, char **argv) {
     // One dash: -h is --help; -steps=2 meant --steps=2.
     if (Arg[1] != '-') {
       if (Arg == "-h") {
-        Help = true;
-        continue;
+        Arg = "--help";
+      } else {
+        std::string Long = "-" + Arg;
+        std::string Name = Arg.substr(1, Arg.find('=') - 1);
+        for (const Option &O : Opts)
+          if (Name == O.Name)
+            return UsageError("unknown option '" + Arg +
+                              "': mdrun's options start with two dashes ('" +
+                              Long + "')");
+        return UsageError("unknown option '" + Arg +
+                          "' (see --help; a plan whose name starts with a "
+                          "dash goes after '--')");
       }
-      std::string Long = "-" + Arg;
-      std::string Name = Arg.substr(1, Arg.find('=') - 1);
-      for (const Option &O : Opts)
-        if (Name == O.Name)
-          return UsageError("unknown option '" + Arg +
-                            "': mdrun's options start with two dashes ('" +
-                            Long + "')");
-      return UsageError("unknown option '" + Arg + "' (see --help)");
     }
     std::string Name = Arg.substr(2), Value;
     size_t Eq = Name.find('=');
@@ -568,7 +574,9 @@ static int mdrunMain(int argc, char **argv) {
                  : std::string()) +
           " (see --help)");
     }
-    if (std::find(Given.begin(), Given.end(), Name) != Given.end())
+    // (--help and --version twice ask for the same thing.)
+    if (std::find(Given.begin(), Given.end(), Name) != Given.end() &&
+        Name != "help" && Name != "version")
       return UsageError("--" + Name + " is given more than once");
     Given.push_back(Name);
     if (Found->Value && !HasValue) {

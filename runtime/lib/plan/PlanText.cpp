@@ -43,8 +43,14 @@ std::string mdrt::formatBytes(uint64_t Bytes) {
     snprintf(Buf, sizeof(Buf), "%.1f KiB", Bytes / 1024.0);
   else if (Bytes < (uint64_t(1) << 30))
     snprintf(Buf, sizeof(Buf), "%.1f MiB", Bytes / (1024.0 * 1024.0));
-  else
+  else if (Bytes < (uint64_t(1) << 40))
     snprintf(Buf, sizeof(Buf), "%.2f GiB", Bytes / (1024.0 * 1024.0 * 1024.0));
+  else if (Bytes < (uint64_t(1) << 50))
+    snprintf(Buf, sizeof(Buf), "%.2f TiB", double(Bytes) / double(1ull << 40));
+  else if (Bytes < (uint64_t(1) << 60))
+    snprintf(Buf, sizeof(Buf), "%.2f PiB", double(Bytes) / double(1ull << 50));
+  else
+    snprintf(Buf, sizeof(Buf), "%.2f EiB", double(Bytes) / double(1ull << 60));
   return Buf;
 }
 
