@@ -362,14 +362,24 @@ struct PoolCase {
 };
 
 /// Tiling and overlapping windows, SAME and VALID, remainders, windows
-/// larger than the image.
+/// larger than the image, strides past it (one output; 2^40 is more than
+/// oneDNN takes, and the window geometry makes it the image's size).
 inline const PoolCase PoolCases[] = {
-    {2, 4, 4, 3, 2, 2, 2, 2, false},    {2, 5, 5, 3, 2, 2, 2, 2, false},
-    {2, 5, 5, 3, 2, 2, 2, 2, true},     {1, 7, 6, 2, 3, 3, 2, 2, true},
-    {1, 7, 6, 2, 3, 3, 1, 1, true},     {2, 6, 7, 4, 3, 2, 1, 2, false},
-    {1, 3, 3, 1, 3, 3, 1, 1, true},     {3, 9, 9, 5, 3, 3, 2, 2, false},
-    {4, 28, 28, 32, 2, 2, 2, 2, false}, {1, 2, 2, 3, 3, 3, 1, 1, false},
-    {2, 8, 6, 2, 2, 3, 2, 3, false},    {1, 9, 9, 2, 4, 4, 3, 3, true}};
+    {2, 4, 4, 3, 2, 2, 2, 2, false},
+    {2, 5, 5, 3, 2, 2, 2, 2, false},
+    {2, 5, 5, 3, 2, 2, 2, 2, true},
+    {1, 7, 6, 2, 3, 3, 2, 2, true},
+    {1, 7, 6, 2, 3, 3, 1, 1, true},
+    {2, 6, 7, 4, 3, 2, 1, 2, false},
+    {1, 3, 3, 1, 3, 3, 1, 1, true},
+    {3, 9, 9, 5, 3, 3, 2, 2, false},
+    {4, 28, 28, 32, 2, 2, 2, 2, false},
+    {1, 2, 2, 3, 3, 3, 1, 1, false},
+    {2, 8, 6, 2, 2, 3, 2, 3, false},
+    {1, 9, 9, 2, 4, 4, 3, 3, true},
+    {1, 3, 3, 1, 2, 2, 5, 7, true},
+    {1, 3, 3, 2, 2, 3, int64_t(1) << 40, 4, false},
+    {2, 3, 4, 1, 2, 2, int64_t(1) << 40, int64_t(1) << 40, true}};
 inline const DType NumericTypes[] = {DType::Float32, DType::Float64,
                                      DType::Int32, DType::Int64};
 
