@@ -14,12 +14,15 @@
 // mode, into scratch) for the workspace, then the backward: 10x faster than
 // the loops here. Both break ties (common after ReLU) as docs/Ops.md says,
 // towards the first maximum in row-major window order; the tests check it
-// on both paths. float64 and builds without oneDNN run the loops.
+// on both paths. oneDNN sends the dy of a window without a number to the
+// window's centre, so a gradient whose y has such a window runs the loops.
+// float64 and builds without oneDNN run the loops.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CpuCommon.h"
 
+#include <atomic>
 #include <cstring>
 #include <limits>
 
@@ -234,12 +237,14 @@ public:
     int64_t Work = G.N * G.H * G.W * G.C;
     Threads = threadsFor(Work, GrainCheap / 2, I.NumThreads);
     CBlocks = G.N >= Threads ? 1 : std::min<int64_t>(G.C, Threads);
+    // (The loops' scratch also for oneDNN, which an input with a window
+    // of no number falls back to.)
+    BestBuf.resize(size_t(Threads) * size_t(G.C));
+    ArgBuf.resize(size_t(Threads) * size_t(G.C));
 #ifdef MDRT_HAVE_DNNL
     if (std::is_same<T, float>::value && useDnnl() && !G.empty())
       return initDnnl(Threads);
 #endif
-    BestBuf.resize(size_t(Threads) * size_t(G.C));
-    ArgBuf.resize(size_t(Threads) * size_t(G.C));
     return Status::ok();
   }
 
@@ -290,7 +295,13 @@ public:
     const T *DY = static_cast<const T *>(Ctx.In[2]);
     T *DX = static_cast<T *>(Ctx.Out[0]);
 #ifdef MDRT_HAVE_DNNL
-    if (UseDnnl) {
+    // oneDNN sends the dy of a window of NaNs or -infinity only to the
+    // window's centre, not to its first pixel (docs/Ops.md). Such a window
+    // has the lowest finite value as its maximum (the forward's y, a
+    // quarter of x's size for 2x2 windows): a y with one runs the loops,
+    // which are right for any input.
+    if (UseDnnl && !hasLowest(static_cast<const T *>(Ctx.In[1]),
+                              G.N * G.OH * G.OW * G.C)) {
       OmpThreadsScope Scope(Threads);
       Fwd.setHandle(ArgX, X);
       Bwd.setHandle(ArgDY, DY);
@@ -319,6 +330,22 @@ public:
   }
 
 private:
+  /// Whether one of the \p N values at \p Y is the lowest finite value
+  /// or below it (or NaN). Read by every thread, without an early exit, so
+  /// that it vectorizes.
+  bool hasLowest(const T *Y, int64_t N) const {
+    std::atomic<bool> Found{false};
+    parallelTeam(Threads, [&](int Id, int Nt) {
+      const T Low = std::numeric_limits<T>::lowest();
+      bool Any = false;
+      for (int64_t I = N * Id / Nt, E = N * (Id + 1) / Nt; I < E; ++I)
+        Any |= !(Y[I] > Low);
+      if (Any)
+        Found.store(true, std::memory_order_relaxed);
+    });
+    return Found.load(std::memory_order_relaxed);
+  }
+
   PoolGeometry G;
   int Threads = 1;
   int64_t CBlocks = 1;

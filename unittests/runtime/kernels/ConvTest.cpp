@@ -318,4 +318,34 @@ TEST(CpuKernels, MaxPoolGradRoutesToTheFirstMaximum) {
   expectEqual(PG.out(0), {2.5, 0, 0, 0});
 }
 
+TEST(CpuKernels, MaxPoolGradOfWindowsWithoutANumber) {
+  // 3x3 windows, SAME, over a 3x3 image of NaNs or -infinity: each
+  // window's dy goes to its first pixel in the image (Ops.md), also for
+  // the windows that start in the padding.
+  for (const char *Backend : {"reference", static_cast<const char *>(nullptr)})
+    for (double V : {std::numeric_limits<double>::quiet_NaN(),
+                     -std::numeric_limits<double>::infinity()}) {
+      BackendScope Scope(Backend);
+      TT X(DType::Float32, {1, 3, 3, 1}, std::vector<double>(9, V));
+      TT Y(DType::Float32, {1, 3, 3, 1},
+           std::vector<double>(9, std::numeric_limits<float>::lowest()));
+      std::vector<double> Ones(9, 1.0);
+      TT Dy(DType::Float32, {1, 3, 3, 1}, Ones);
+      OpRunner PG("MaxPoolGrad");
+      PG.attr("ksize", std::vector<int64_t>{3, 3})
+          .attr("strides", std::vector<int64_t>{1, 1})
+          .attr("padding", std::string("SAME"))
+          .input(X)
+          .input(Y)
+          .input(Dy)
+          .output(DType::Float32, {1, 3, 3, 1})
+          .run();
+      // Window (oh, ow) starts at image pixel (max(oh - 1, 0), max(ow - 1,
+      // 0)): rows 0 and 1 of the output both start in row 0, and so on.
+      expectEqual(PG.out(0), {4, 2, 0, 2, 1, 0, 0, 0, 0},
+                  std::string(Backend ? Backend : "auto") +
+                      (std::isnan(V) ? " nans" : " -infs"));
+    }
+}
+
 } // namespace
