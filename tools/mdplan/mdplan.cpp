@@ -737,6 +737,15 @@ private:
   int Saved = -1;
 };
 
+/// "unknown option 'ARG'", with \p Guess (an option, dashes included)
+/// when there is one.
+static std::string unknownOptionMessage(StringRef Arg, StringRef Guess) {
+  std::string Msg = ("unknown option '" + Arg + "'").str();
+  if (!Guess.empty())
+    Msg += ("; did you mean '" + Guess + "'?").str();
+  return Msg + " (mdplan --help lists the options)";
+}
+
 /// LLVM's command-line errors (`mdplan: for the --x option: ... !`, several
 /// lines, capitalised) as one message of mdplan's kind, for <command line>.
 static std::string rewriteOptionError(StringRef Text) {
@@ -768,15 +777,15 @@ static std::string rewriteOptionError(StringRef Text) {
   }
   // An unknown option, with LLVM's guess on the next line.
   if (First.consume_front("Unknown command line argument '")) {
-    std::string Msg =
-        ("unknown option '" + First.split("'.").first + "'").str();
+    StringRef Guess;
     if (Lines.size() > 1) {
-      StringRef Guess = Lines[1];
+      Guess = Lines[1];
       Guess.consume_front("mdplan: ");
-      if (Guess.consume_front("Did you mean '"))
-        Msg += "; did you mean '" + Guess.rtrim("?").rtrim("'").str() + "'?";
+      Guess = Guess.consume_front("Did you mean '")
+                  ? Guess.rtrim("?").rtrim("'")
+                  : StringRef();
     }
-    return Msg + " (mdplan --help lists the options)";
+    return unknownOptionMessage(First.split("'.").first, Guess);
   }
   if (First.startswith("Too many positional arguments"))
     return "more than one model file given (mdplan MODEL [options])";
@@ -822,11 +831,9 @@ static std::string unknownGroupedArgument(int argc, char **argv) {
         BestDistance = D;
       }
     }
-    std::string Msg = "unknown option '" + A.split('=').first.str() + "'";
-    if (!Best.empty())
-      Msg += "; did you mean '" + std::string(Best.size() == 1 ? "-" : "--") +
-             Best.str() + "'?";
-    return Msg + " (mdplan --help lists the options)";
+    return unknownOptionMessage(
+        A.split('=').first,
+        Best.empty() ? "" : (Best.size() == 1 ? "-" : "--") + Best.str());
   }
   return "";
 }
