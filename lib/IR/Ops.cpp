@@ -246,6 +246,9 @@ static Error shapeConst(InferContext &C) {
   return Error::success();
 }
 
+/// The `uniform` initializer's range when minval or maxval is not given.
+static constexpr double DefaultUniformMin = -0.05, DefaultUniformMax = 0.05;
+
 static Error shapeVariable(InferContext &C) {
   Shape S = C.attrs().getShape("shape");
   // As the `variable` sugar's shape: a variable has at least one element.
@@ -287,10 +290,19 @@ static Error shapeVariable(InferContext &C) {
       return E;
     if (Error E = Finite("init_max", "maxval"))
       return E;
-    if (Param("init_min") > Param("init_max"))
-      return C.error(
-          "initializer 'uniform': minval " + formatFloat(Param("init_min")) +
-          " is greater than maxval " + formatFloat(Param("init_max")));
+    if (Param("init_min") > Param("init_max")) {
+      // A field not written holds its default, which the message names as
+      // such (a value that equals the default may also have been written).
+      std::string Defaults;
+      if (Param("init_min") == DefaultUniformMin)
+        Defaults = "; minval defaults to " + formatFloat(DefaultUniformMin);
+      else if (Param("init_max") == DefaultUniformMax)
+        Defaults = "; maxval defaults to " + formatFloat(DefaultUniformMax);
+      return C.error("initializer 'uniform': minval " +
+                     formatFloat(Param("init_min")) +
+                     " is greater than maxval " +
+                     formatFloat(Param("init_max")) + Defaults);
+    }
   }
   C.setOutput(0, T, S);
   return Error::success();
@@ -1171,8 +1183,8 @@ void registerAllOps(std::vector<OpDef> &Ops) {
       .attr("init_value", K::Float, Attr(0.0))
       .attr("init_mean", K::Float, Attr(0.0))
       .attr("init_stddev", K::Float, Attr(1.0))
-      .attr("init_min", K::Float, Attr(-0.05))
-      .attr("init_max", K::Float, Attr(0.05))
+      .attr("init_min", K::Float, Attr(DefaultUniformMin))
+      .attr("init_max", K::Float, Attr(DefaultUniformMax))
       .attr("seed", K::Int, Attr(int64_t(0)))
       .attr("trainable", K::Bool, Attr(true))
       .attr("mirror_of", K::String, Attr(""))
