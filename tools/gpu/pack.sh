@@ -31,6 +31,13 @@ if [ -z "$BUILD" ]; then
   done
 fi
 [ -x "$BUILD/bin/mdplan" ] || { echo "pack.sh: no mdplan in '$BUILD'" >&2; exit 1; }
+# The carried CPU losses come from this build: a stale one would make the
+# GPU look wrong.
+if [ -f "$BUILD/build.ninja" ] && command -v ninja > /dev/null &&
+   ! ninja -C "$BUILD" -n mdplan mdrun | grep -q "no work to do"; then
+  echo "pack.sh: '$BUILD' is older than the sources; run 'ninja -C $BUILD' first" >&2
+  exit 1
+fi
 MDPLAN=$BUILD/bin/mdplan
 MDRUN=$BUILD/bin/mdrun
 DATA=/usr/share/datasets/fashion-mnist

@@ -11,20 +11,25 @@
 #             16) at 1e-5; then the MLP and the CNN (both placements each)
 #             and the ResNet with the reference kernels on both sides
 #             (MDRT_CUDA_KERNELS and MDRT_CPU_KERNELS=reference) at 1e-4
-#             (they agree to the bit);
+#             against the carried CPU losses and at 0 against this
+#             machine's CPU (they agree to the bit);
 #   ckdiff    one SGD step of the CNN (both placements; also with
 #             MDRT_CUDNN_FIND=1 and MDRT_CUDA_CONV_GEMM=1), the ResNet
 #             and the MLP on the GPU and the CPU: every
 #             variable after it, 1e-5 relative to its largest value (names
-#             the tensor behind a losses failure);
+#             the tensor behind a losses failure); and the CNN (both
+#             placements) and the ResNet with the reference kernels on
+#             both sides, every variable to 0;
 #   shared    2 and 4 clones sharing GPU 0 (ps and mirrored) against one
 #             clone at the combined batch, 1e-4 relative;
 #   graph     --cuda-graph against eager, 1e-6 relative, at least one graph;
 #   labels    a label computed out of range fails its step naming the label
 #             and the example, as on the CPU: eager, in a replayed graph
 #             (from step 3) and in the evaluation program;
-#   memcheck  compute-sanitizer on a few steps (CNN eager, graphs and with
-#             MDRT_CUDA_CONV_GEMM=1, ResNet graphs, shared GPU);
+#   memcheck  compute-sanitizer on a few steps (one step of the small CNN
+#             and ResNet with the reference kernels, then the CNN eager,
+#             graphs and with MDRT_CUDA_CONV_GEMM=1, ResNet graphs, shared
+#             GPU); it runs before bench;
 #   accuracy  MLP (MLP_EPOCHS, 15) and CNN (CNN_EPOCHS, 20) on Fashion-MNIST
 #             against 88.3% and 91.6%;
 #   pin       page-locked CPU device memory (the default) against pageable
@@ -52,7 +57,8 @@
 # a hang fails its check instead of the whole session. Prints PASS / FAIL
 # per check and exits non-zero when any failed. Logs go to
 # LOGS (default gpu-checks/); when the device tool's $OUT is set they are
-# also packed into $OUT/gpu-checks.tgz (it returns only a few files).
+# also packed into $OUT/<LOGS folder's name>.tgz (gpu-checks.tgz; the tool
+# returns only a few files).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CARRY=${CARRY:-$ROOT/shared/gpu-carry}
@@ -72,7 +78,7 @@ if [ -f "$CARRY/schema.sha256" ] &&
 fi
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
-  trap 'tar czf "$OUT/gpu-checks.tgz" -C "$LOGS" . 2>/dev/null' EXIT
+  trap 'tar czf "$OUT/$(basename "$LOGS").tgz" -C "$LOGS" . 2>/dev/null' EXIT
 fi
 export PATH=$PATH:/usr/local/cuda/bin
 DATA=$CARRY/fashion-mnist
@@ -212,6 +218,10 @@ if want losses; then
       > "$LOGS/$m-cpu-ref.log" 2>&1 || S=1
     echo -n "$m (reference kernels): "
     compare 1e-4 "$CARRY/cpu/$m-ref.log" "$LOGS/$m-cpu-ref.log" "$LOGS/$m-gpu-ref.log" || S=1
+    # The same bits as this machine's CPU (one libm on both sides): any
+    # difference fails at the first step that has one.
+    echo -n "$m (reference kernels, GPU against this machine's CPU, to the bit): "
+    compare 0 "$LOGS/$m-cpu-ref.log" "$LOGS/$m-gpu-ref.log" || S=1
   done
   result losses $S
 fi
@@ -228,6 +238,12 @@ if want ckdiff; then
   [ -n "$DRY" ] && CK_MODELS="cnn-sgd resnet-sgd shared-1-ps"
   for m in $CK_MODELS; do
     SIDES="cpu gpu"; [[ $m == cnn* ]] && SIDES="cpu gpu gpu-find gpu-gemm"
+    # cpu-ref, gpu-ref: the reference kernels on both sides, which must give
+    # the same bits; a tensor that differs names the op behind a reference
+    # pair's failure in losses.
+    [[ $m == shared* ]] || SIDES+=" cpu-ref gpu-ref"
+    # The plumbing only: the CPU's loops are slow.
+    [ -n "$DRY" ] && [ $m != cnn-sgd ] && SIDES=${SIDES% cpu-ref gpu-ref}
     for side in $SIDES; do
       D=$LOGS/ck-$m-$side
       rm -rf "$D"
@@ -235,6 +251,9 @@ if want ckdiff; then
       [ $side = cpu ] && ENV=(CUDA_VISIBLE_DEVICES=) && EXTRA=(--soft-placement)
       [ $side = gpu-find ] && ENV=(MDRT_CUDNN_FIND=1)
       [ $side = gpu-gemm ] && ENV=(MDRT_CUDA_CONV_GEMM=1)
+      [ $side = cpu-ref ] && ENV=(CUDA_VISIBLE_DEVICES= MDRT_CPU_KERNELS=reference) &&
+        EXTRA=(--soft-placement)
+      [ $side = gpu-ref ] && ENV=(MDRT_CPU_KERNELS=reference MDRT_CUDA_KERNELS=reference)
       timed "$RUN_TIMEOUT" env "${ENV[@]}" "$MDRUN" "$P/$m.mdp" "${EXTRA[@]}" \
         --data="$DATA" --steps=1 --no-shuffle --no-eval --log-every=0 \
         --no-progress --checkpoint-dir="$D" --checkpoint-every=1 \
@@ -243,10 +262,12 @@ if want ckdiff; then
       rm -rf "$D"
     done
     for side in $SIDES; do
-      [ $side = cpu ] && continue
-      echo "$m ($side):"
-      "$PY" "$CARRY/diff_checkpoints.py" "$LOGS/ck-$m-cpu.txt" \
-        "$LOGS/ck-$m-$side.txt" --max 1e-5 > "$LOGS/ck-$m-$side.diff" 2>&1 || S=1
+      BASE=cpu MAX=1e-5
+      [ $side = gpu-ref ] && BASE=cpu-ref MAX=0
+      [ $side = $BASE ] || [ $side = cpu-ref ] && continue
+      echo "$m ($side against $BASE, at most $(printf %g $MAX)):"
+      "$PY" "$CARRY/diff_checkpoints.py" "$LOGS/ck-$m-$BASE.txt" \
+        "$LOGS/ck-$m-$side.txt" --max $MAX > "$LOGS/ck-$m-$side.diff" 2>&1 || S=1
       tail -12 "$LOGS/ck-$m-$side.diff"
     done
     rm -f "$LOGS/ck-$m-"*.txt  # tens of MB each
@@ -312,6 +333,42 @@ eval-label - evaluation_after_step_5 4
 eval-label --cuda-graph evaluation_after_step_5 4
 RUNS
   result labels $S
+fi
+
+# memcheck before the timings: a session short of time loses those instead.
+if want memcheck && [ -n "$DRY" ]; then
+  skip memcheck DRY_RUN
+elif want memcheck; then
+  echo "== 4. compute-sanitizer memcheck"
+  S=0
+  if command -v compute-sanitizer > /dev/null; then
+    I=0
+    # gemm: every convolution as im2col and cuBLAS (MDRT_CUDA_CONV_GEMM=1);
+    # reference: the reference kernels (MDRT_CUDA_KERNELS=reference), one
+    # step (they are slow, and memcheck more so). Those first: they have
+    # run on no GPU before.
+    for args in "reference cnn-small.mdp" "reference resnet-small.mdp" \
+                "cnn-small.mdp" "cnn-small.mdp --cuda-graph" \
+                "gemm cnn-small.mdp" "resnet-small.mdp --cuda-graph" \
+                "mlp-small-shared.mdp --gpu-map=0,0"; do
+      set -- $args
+      ENV=(); STEPS=3
+      [ "$1" = gemm ] && ENV=(MDRT_CUDA_CONV_GEMM=1) && shift
+      [ "$1" = reference ] && STEPS=1 && shift &&
+        ENV=(MDRT_CUDA_KERNELS=reference MDRT_CPU_KERNELS=reference)
+      PLAN=$1; shift
+      I=$((I + 1))
+      L=$LOGS/memcheck-$I.log
+      timed "$MEMCHECK_TIMEOUT" env "${ENV[@]}" compute-sanitizer --tool=memcheck \
+        --error-exitcode=1 "$MDRUN" "$P/$PLAN" --synthetic \
+        --synthetic-examples=64 --steps=$STEPS --no-eval --log-every=0 \
+        "$@" > "$L" 2>&1 || { tail -40 "$L"; S=1; }
+      echo "$args: $(grep "ERROR SUMMARY" "$L")"
+    done
+  else
+    echo "compute-sanitizer not found"; S=1
+  fi
+  result memcheck $S
 fi
 
 if want bench; then
@@ -381,35 +438,6 @@ if want pin; then
       "${T[0]:-0}" "${T[1]:-0}" "$pin" 2>&1 | tee -a "$LOGS/pin.log" || S=1
   done
   result pin $S
-fi
-
-if want memcheck && [ -n "$DRY" ]; then
-  skip memcheck DRY_RUN
-elif want memcheck; then
-  echo "== 4. compute-sanitizer memcheck"
-  S=0
-  if command -v compute-sanitizer > /dev/null; then
-    I=0
-    # gemm: every convolution as im2col and cuBLAS (MDRT_CUDA_CONV_GEMM=1).
-    for args in "cnn-small.mdp" "cnn-small.mdp --cuda-graph" \
-                "gemm cnn-small.mdp" "resnet-small.mdp --cuda-graph" \
-                "mlp-small-shared.mdp --gpu-map=0,0"; do
-      set -- $args
-      ENV=()
-      [ "$1" = gemm ] && ENV=(MDRT_CUDA_CONV_GEMM=1) && shift
-      PLAN=$1; shift
-      I=$((I + 1))
-      L=$LOGS/memcheck-$I.log
-      timed "$MEMCHECK_TIMEOUT" env "${ENV[@]}" compute-sanitizer --tool=memcheck \
-        --error-exitcode=1 "$MDRUN" "$P/$PLAN" --synthetic \
-        --synthetic-examples=64 --steps=3 --no-eval --log-every=0 \
-        "$@" > "$L" 2>&1 || { tail -40 "$L"; S=1; }
-      echo "$args: $(grep "ERROR SUMMARY" "$L")"
-    done
-  else
-    echo "compute-sanitizer not found"; S=1
-  fi
-  result memcheck $S
 fi
 
 if [ "$RAN" = 0 ]; then echo "built mdrun; no check selected (CHECKS)"; exit 0; fi

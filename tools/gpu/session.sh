@@ -27,16 +27,21 @@ cd "$ROOT"
 } > "$O/console.log" 2>&1
 # Checks (RUN_TIMEOUT short: every run of these takes seconds).
 RUN_TIMEOUT=${RUN_TIMEOUT:-60} MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-90} \
-  CHECKS="losses ckdiff shared graph labels bench pin memcheck" \
+  CHECKS="losses ckdiff shared graph labels memcheck bench pin" \
   timeout $(( $(left) - 60 )) tools/gpu/run-gpu-checks.sh 2>&1 |
   tee -a "$O/console.log"
+# Nothing else can run without mdrun (the build's errors are in console.log).
+[ -x build-gpu/bin/mdrun ] || {
+  echo "FAIL session: no build-gpu/bin/mdrun, the build failed" | tee -a "$O/console.log"
+  tar czf "$O/logs.tgz" gpu-checks 2>/dev/null; exit 1; }
 # Profile: 5 steps of the mirrored CNN, kernel times summed per kernel.
 D=shared/gpu-carry
 NCU=(ncu --clock-control none --metrics gpu__time_duration.sum --csv
      --print-units base)
 : > "$O/ncu.txt"
+command -v ncu > /dev/null || echo "ncu: not found, no profile" | tee "$O/ncu.txt"
 for env in MDRT_CUDNN_FIND=0 MDRT_CUDNN_FIND=1 MDRT_CUDA_CONV_GEMM=1; do
-  [ "$(left)" -gt 40 ] || break
+  command -v ncu > /dev/null && [ "$(left)" -gt 40 ] || break
   CSV=gpu-checks/ncu-$env.csv
   timeout 40 env $env "${NCU[@]}" build-gpu/bin/mdrun \
     "$D/plans/cnn-mirrored.mdp" --data="$D/fashion-mnist" --steps=5 \

@@ -299,10 +299,10 @@ public:
     Reference = referenceKernels();
     if (Reference)
       return Status::ok();
-      // The filter gradient is one matrix product, im2col(x)^T dy: cuBLAS
-      // runs it several times faster than cuDNN's deterministic float32
-      // algorithms (NHWC) and than a direct kernel.
 #ifdef MDRT_HAVE_CUDNN
+    // The filter gradient stays off cuDNN: it is one matrix product,
+    // im2col(x)^T dy, which cuBLAS runs several times faster than cuDNN's
+    // deterministic float32 algorithms (NHWC) and than a direct kernel.
     if (Mode != ConvMode::BackwardFilter && std::is_same<T, float>::value &&
         G.PT == G.PB && G.PL == G.PR && Ctx->Dnn && !lowerAllConvolutions()) {
       // cuDNN is an optimisation: what it rejects runs on the own kernels.
