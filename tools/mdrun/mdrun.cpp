@@ -841,9 +841,12 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
   }
   // After a resume, the steps this run executed (which the time and rate
   // are about), then the global step reached.
-  std::cout << "done: " << steps(R.StepsRun) << " in " << std::setprecision(3)
-            << R.Seconds << std::setprecision(6) << " s ("
-            << int64_t(R.ExamplesPerSecond) << " examples/s)";
+  if (R.StepsRun > 0)
+    std::cout << "done: " << steps(R.StepsRun) << " in " << std::setprecision(3)
+              << R.Seconds << std::setprecision(6) << " s ("
+              << int64_t(R.ExamplesPerSecond) << " examples/s)";
+  else // A resume at the last step: no time or rate to speak of.
+    std::cout << "done: no step to run";
   if (R.StepsRun != R.Steps)
     std::cout << ", global step " << R.Steps;
   if (R.StepsRun > 0)
@@ -890,23 +893,68 @@ static int serveTask(const std::string &PlanPath, const TrainOptions &T,
   return (*Server)->workersOutcome();
 }
 
+namespace {
+/// std::cout's buffer: stdio's stdout, remembering why a write first
+/// failed. The log's lines end with a flush, so the write that fails is
+/// usually an early one, and the last flush finds the reason gone.
+class StdoutBuffer : public std::streambuf {
+public:
+  /// errno of the first failed write or flush; 0 when none failed.
+  int FirstError = 0;
+
+protected:
+  int_type overflow(int_type C) override {
+    if (traits_type::eq_int_type(C, traits_type::eof()))
+      return traits_type::not_eof(C);
+    char Ch = traits_type::to_char_type(C);
+    return xsputn(&Ch, 1) == 1 ? C : traits_type::eof();
+  }
+  std::streamsize xsputn(const char *S, std::streamsize N) override {
+    errno = 0;
+    size_t Written = std::fwrite(S, 1, size_t(N), stdout);
+    note(Written == size_t(N));
+    return std::streamsize(Written);
+  }
+  int sync() override {
+    errno = 0;
+    return note(std::fflush(stdout) == 0) ? 0 : -1;
+  }
+
+private:
+  bool note(bool Ok) {
+    if (!Ok && !FirstError)
+      FirstError = errno ? errno : EIO;
+    return Ok;
+  }
+};
+} // namespace
+
+/// The buffer std::cout writes through: made once and never destroyed, as
+/// std::cout is flushed after main's statics are gone.
+static StdoutBuffer &stdoutBuffer() {
+  static StdoutBuffer *Buffer = new StdoutBuffer;
+  return *Buffer;
+}
+
 /// \p Code, or 1 when what mdrun printed on standard output could not all
-/// be written (a full disk, /dev/full), with a message.
+/// be written (a full disk, /dev/full), with a message that says why.
 static int checkStandardOutput(int Code) {
   errno = 0;
   bool Failed = std::fflush(stdout) != 0;
-  int Err = errno;
-  if (!Failed && !std::ferror(stdout))
+  int Err = Failed ? errno : 0;
+  if (!Failed && !std::ferror(stdout) && !stdoutBuffer().FirstError)
     return Code;
+  if (!Err)
+    Err = stdoutBuffer().FirstError;
   errorStream() << "mdrun: error: cannot write standard output"
-                << (Failed && Err ? std::string(": ") + std::strerror(Err) : "")
-                << '\n';
+                << (Err ? std::string(": ") + std::strerror(Err) : "") << '\n';
   return Code ? Code : 1;
 }
 
 int main(int argc, char **argv) {
   // The runtime reports errors as Status; anything thrown is a bug, but
   // still ends with a message and exit code 1, not an abort.
+  std::cout.rdbuf(&stdoutBuffer());
   try {
     return checkStandardOutput(mdrunMain(argc, argv));
   } catch (const std::exception &E) {
