@@ -10,7 +10,7 @@ case "${1:-}" in
 esac
 
 PACKAGES=(
-  build-essential cmake ninja-build python3 zlib1g-dev
+  build-essential cmake ninja-build python3 python3-numpy zlib1g-dev
   llvm-14-dev llvm-14-tools
   libprotobuf-dev protobuf-compiler
   libflatbuffers-dev flatbuffers-compiler

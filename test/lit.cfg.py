@@ -113,6 +113,18 @@ if os.path.exists("/dev/full"):
     config.available_features.add("dev-full")
 if os.path.isdir("/usr/share/datasets/fashion-mnist"):
     config.available_features.add("fashion-mnist")
+# A Python with NumPy (Debian's python3-numpy, which scripts/setup.sh
+# installs, is /usr/bin/python3's): the independent NumPy implementation
+# of the example models (mdrun/numpy-reference.test).
+for py in [config.python_executable, "/usr/bin/python3"]:
+    try:
+        if subprocess.run([py, "-c", "import numpy"], capture_output=True,
+                          timeout=60).returncode == 0:
+            config.available_features.add("numpy")
+            config.substitutions.append(("%numpy_python", py))
+            break
+    except (OSError, subprocess.SubprocessError):
+        pass
 try:
     if subprocess.run(["/usr/bin/python3", "-c", "import torch"],
                       capture_output=True, timeout=60).returncode == 0:

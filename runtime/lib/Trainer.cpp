@@ -1191,10 +1191,15 @@ Status Trainer::run(TrainResult &R) {
   // next, and the time and step of the last.
   int64_t StopCheckAt = Step + StopCheckFirstSteps, MetAtStep = Step;
   double MetAt = seconds();
-  auto LossOf = [](const std::vector<OutputValue> &Outs) {
+  // The digits that read back to the loss's value: 9 for float32, 17 for
+  // float64 (--print-losses).
+  int LossDigits = 9;
+  auto LossOf = [&LossDigits](const std::vector<OutputValue> &Outs) {
     for (const OutputValue &V : Outs)
-      if (V.Kind == fb::OutputKind::Loss && !V.Values.empty())
+      if (V.Kind == fb::OutputKind::Loss && !V.Values.empty()) {
+        LossDigits = V.Type.Type == DType::Float64 ? 17 : 9;
         return V.Values[0];
+      }
     return double(NAN);
   };
   while (Step < Total) {
@@ -1220,7 +1225,7 @@ Status Trainer::run(TrainResult &R) {
     auto Count = [&](double Loss) {
       if (O.PrintLosses) {
         char Buf[64];
-        snprintf(Buf, sizeof(Buf), "%.9g", Loss);
+        snprintf(Buf, sizeof(Buf), "%.*g", LossDigits, Loss);
         T.Log << "step " << Step << " loss " << Buf << std::endl;
       }
       if (!std::isfinite(Loss))

@@ -425,7 +425,7 @@ static int mdrunMain(int argc, char **argv) {
       {"no-eval", nullptr, "do not evaluate",
        [&](const std::string &) { return !(T.Eval = false); }},
       {"print-losses", nullptr,
-       "print every step's loss (9 significant digits)",
+       "print every step's loss (9 significant digits; 17 for float64)",
        [&](const std::string &) { return T.PrintLosses = true; }},
       {"progress", nullptr, "progress bar on stderr (default: on a terminal)",
        [&](const std::string &) { return (T.Progress = 1) == 1; }},
