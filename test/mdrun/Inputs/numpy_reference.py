@@ -10,7 +10,8 @@ steps on the same batches, printing each step's loss as
       [--clip-norm=C]
 
 The models are examples/fashion_mlp.mdg and examples/tf_tutorial_cnn.mdg
-(the CNN without its dropout, whose masks are mdrun's random draws),
+(the CNN without its dropout, whose masks are mdrun's random draws; any
+width of its dense layer),
 written here from what the model files say, not from mdrun's code, with
 TensorFlow's conventions: NHWC images, HWIO filters, SAME padding, a
 Reshape of NHWC flattening row-major, softmax cross-entropy averaged over
@@ -57,7 +58,7 @@ def read_checkpoint(path):
             _, name, desc = head.split()
             shape = [int(d) for d in
                      desc[desc.index("[") + 1:-1].split(",") if d]
-            tensors[name] = np.array([float(v) for v in values.split()],
+            tensors[name] = np.array(values.split(),
                                      dtype=np.float64).reshape(shape)
     if step is None or not tensors:
         sys.exit("numpy_reference: no step or no tensors in " + path)
@@ -85,7 +86,7 @@ def dense_back(h, w, dy):
     return dy @ w.T, h.T @ dy, dy.sum(axis=0)
 
 
-def mlp_step(v, x, y):
+def mlp_step(v, x, y, state):
     """Loss (without regularization) and gradients of the MLP."""
     layers = ["fc1", "fc2", "fc3", "logits"]
     hs, zs = [x.reshape(len(x), 784)], []
@@ -105,40 +106,50 @@ def mlp_step(v, x, y):
     return loss, g
 
 
-def mlp_regularized():
+def mlp_regularized(v):
     return ["mlp/%s/weights" % l for l in ("fc1", "fc2", "fc3", "logits")]
 
 
-def conv_same(x, k):
-    """TensorFlow's Conv2D, SAME, stride 1, odd square window: NHWC x, HWIO
-    k. Returns the output and the window columns (for the gradients)."""
+def same_padding(size, k, stride):
+    """TensorFlow's SAME: (outputs, padding before, padding after)."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + k - size, 0)
+    return out, total // 2, total - total // 2
+
+
+def conv(x, k, stride=1):
+    """TensorFlow's Conv2D with SAME padding: NHWC x, HWIO k. Returns the
+    output and what the gradients need."""
     n, hgt, wid, c = x.shape
     kk = k.shape[0]
-    p = kk // 2
-    xp = np.pad(x, ((0, 0), (p, p), (p, p), (0, 0)))
-    # [N, H, W, C, kh, kw] -> [N, H, W, kh, kw, C]: HWIO's order.
-    cols = sliding_window_view(xp, (kk, kk), axis=(1, 2))
-    cols = cols.transpose(0, 1, 2, 4, 5, 3).reshape(n * hgt * wid, -1)
-    out = cols @ k.reshape(-1, k.shape[3])
-    return out.reshape(n, hgt, wid, -1), cols
+    oh, pb, pa = same_padding(hgt, kk, stride)
+    ow, qb, qa = same_padding(wid, kk, stride)
+    xp = np.pad(x, ((0, 0), (pb, pa), (qb, qa), (0, 0)))
+    # [N, OH, OW, C, kh, kw] -> [N, OH, OW, kh, kw, C]: HWIO's order.
+    cols = sliding_window_view(xp, (kk, kk), axis=(1, 2))[
+        :, ::stride, ::stride][:, :oh, :ow]
+    cols = cols.transpose(0, 1, 2, 4, 5, 3).reshape(n * oh * ow, -1)
+    out = (cols @ k.reshape(-1, k.shape[3])).reshape(n, oh, ow, -1)
+    return out, (x.shape, xp.shape, (pb, qb), stride, cols)
 
 
-def conv_same_back(x_shape, cols, k, dy, need_dx):
-    """Gradients of conv_same: (dx or None, dk)."""
+def conv_back(saved, k, dy, need_dx=True):
+    """Gradients of conv: (dx or None, dk)."""
+    x_shape, xp_shape, (pb, qb), stride, cols = saved
     n, hgt, wid, c = x_shape
     kk = k.shape[0]
-    p = kk // 2
-    dy2 = dy.reshape(-1, dy.shape[3])
+    _, oh, ow, co = dy.shape
+    dy2 = dy.reshape(-1, co)
     dk = (cols.T @ dy2).reshape(k.shape)
     if not need_dx:
         return None, dk
-    dcols = (dy2 @ k.reshape(-1, k.shape[3]).T).reshape(
-        n, hgt, wid, kk, kk, c)
-    dxp = np.zeros((n, hgt + 2 * p, wid + 2 * p, c))
+    dcols = (dy2 @ k.reshape(-1, co).T).reshape(n, oh, ow, kk, kk, c)
+    dxp = np.zeros(xp_shape)
     for i in range(kk):
         for j in range(kk):
-            dxp[:, i:i + hgt, j:j + wid, :] += dcols[:, :, :, i, j, :]
-    return dxp[:, p:p + hgt, p:p + wid, :], dk
+            dxp[:, i:i + stride * oh:stride, j:j + stride * ow:stride, :] += \
+                dcols[:, :, :, i, j, :]
+    return dxp[:, pb:pb + hgt, qb:qb + wid, :], dk
 
 
 def pool2(x):
@@ -159,17 +170,17 @@ def pool2_back(x_shape, arg, dy):
     return dw.reshape(x_shape)
 
 
-def cnn_step(v, x, y):
+def cnn_step(v, x, y, state):
     """Loss and gradients of the CNN without dropout."""
     n = len(x)
     h0 = x.reshape(n, 28, 28, 1)
-    z1, cols1 = conv_same(h0, v["cnn/conv1/kernel"])
+    z1, saved1 = conv(h0, v["cnn/conv1/kernel"])
     z1 = z1 + v["cnn/conv1/bias"]
     p1, arg1 = pool2(np.maximum(z1, 0))
-    z2, cols2 = conv_same(p1, v["cnn/conv2/kernel"])
+    z2, saved2 = conv(p1, v["cnn/conv2/kernel"])
     z2 = z2 + v["cnn/conv2/bias"]
     p2, arg2 = pool2(np.maximum(z2, 0))
-    f = p2.reshape(n, 3136)
+    f = p2.reshape(n, -1)
     z3 = dense(f, v["cnn/dense/kernel"], v["cnn/dense/bias"])
     h3 = np.maximum(z3, 0)
     logits = dense(h3, v["cnn/logits/kernel"], v["cnn/logits/bias"])
@@ -181,16 +192,113 @@ def cnn_step(v, x, y):
         f, v["cnn/dense/kernel"], dh3 * (z3 > 0))
     dz2 = pool2_back(z2.shape, arg2, df.reshape(p2.shape)) * (z2 > 0)
     g["cnn/conv2/bias"] = dz2.sum(axis=(0, 1, 2))
-    dp1, g["cnn/conv2/kernel"] = conv_same_back(
-        p1.shape, cols2, v["cnn/conv2/kernel"], dz2, True)
+    dp1, g["cnn/conv2/kernel"] = conv_back(saved2, v["cnn/conv2/kernel"], dz2)
     dz1 = pool2_back(z1.shape, arg1, dp1) * (z1 > 0)
     g["cnn/conv1/bias"] = dz1.sum(axis=(0, 1, 2))
-    _, g["cnn/conv1/kernel"] = conv_same_back(
-        h0.shape, cols1, v["cnn/conv1/kernel"], dz1, False)
+    _, g["cnn/conv1/kernel"] = conv_back(saved1, v["cnn/conv1/kernel"], dz1,
+                                         need_dx=False)
     return loss, g
 
 
-MODELS = {"mlp": (mlp_step, mlp_regularized), "cnn": (cnn_step, list)}
+def cnn_regularized(v):
+    return []
+
+
+BN_EPSILON, BN_DECAY = 1e-3, 0.9
+
+
+def conv_bn(v, prefix, x, stride, state):
+    """Conv2D (SAME) then batch normalization with scale over N, H and W
+    (the batch's mean and biased variance; the moving averages move towards
+    them by 1 - decay into state). Returns y and its backward function,
+    which takes dy, adds to the gradients g and returns dx."""
+    z, saved = conv(x, v[prefix + "/kernel"], stride)
+    bn = prefix + "/BatchNorm/"
+    mean = z.mean(axis=(0, 1, 2))
+    var = ((z - mean) ** 2).mean(axis=(0, 1, 2))
+    inv = 1 / np.sqrt(var + BN_EPSILON)
+    xhat = (z - mean) * inv
+    gamma = v[bn + "gamma"]
+    for name, batch in (("moving_mean", mean), ("moving_variance", var)):
+        old = state[bn + name]
+        state[bn + name] = old - (old - batch) * (1 - BN_DECAY)
+
+    def back(dy, g, need_dx=True):
+        g[bn + "beta"] = dy.sum(axis=(0, 1, 2))
+        g[bn + "gamma"] = (dy * xhat).sum(axis=(0, 1, 2))
+        dxhat = dy * gamma
+        dz = inv * (dxhat - dxhat.mean(axis=(0, 1, 2)) -
+                    xhat * (dxhat * xhat).mean(axis=(0, 1, 2)))
+        dx, g[prefix + "/kernel"] = conv_back(saved, v[prefix + "/kernel"],
+                                              dz, need_dx)
+        return dx
+
+    return xhat * gamma + v[bn + "beta"], back
+
+
+def resnet_step(v, x, y, state):
+    """Loss and gradients of the residual network; the batch norms' moving
+    averages updated in state."""
+    n = len(x)
+
+    def cbn(prefix, h, stride=1):
+        return conv_bn(v, "resnet/" + prefix, h, stride, state)
+
+    a, stem_back = cbn("stem", x.reshape(n, 28, 28, 1))
+    a = np.maximum(a, 0)
+    stem_mask = a > 0
+    blocks = []
+    for name, stride in (("block1", 1), ("block2", 2), ("block3", 2)):
+        c1, b1 = cbn(name + "/conv1", a, stride)
+        m1 = c1 > 0
+        c2, b2 = cbn(name + "/conv2", np.maximum(c1, 0), 1)
+        if stride == 1:
+            sc, bs = a, None
+        else:
+            sc, bs = cbn(name + "/shortcut", a, stride)
+        s = c2 + sc
+        blocks.append((b1, m1, b2, bs, s > 0))
+        a = np.maximum(s, 0)
+    hw = a.shape[1] * a.shape[2]
+    pooled = a.mean(axis=(1, 2))
+    logits = dense(pooled, v["resnet/logits/kernel"], v["resnet/logits/bias"])
+    loss, dl = xent(logits, y)
+    g = {}
+    dp, g["resnet/logits/kernel"], g["resnet/logits/bias"] = dense_back(
+        pooled, v["resnet/logits/kernel"], dl)
+    da = np.broadcast_to(dp[:, None, None, :] / hw, a.shape)
+    for b1, m1, b2, bs, mask in reversed(blocks):
+        ds = da * mask
+        dc1 = b2(ds, g) * m1
+        da_main = b1(dc1, g)
+        da_short = ds if bs is None else bs(ds, g)
+        da = da_main + da_short
+    stem_back(da * stem_mask, g, need_dx=False)
+    return loss, g
+
+
+def resnet_regularized(v):
+    return [k for k in v if k.endswith("/kernel")]
+
+
+MODELS = {
+    "mlp": (mlp_step, mlp_regularized),
+    "cnn": (cnn_step, cnn_regularized),
+    "resnet": (resnet_step, resnet_regularized),
+}
+
+
+def write_checkpoint(path, step, tensors):
+    """The tensors as `mdrun --print-checkpoint` prints them (for
+    tools/gpu/diff_checkpoints.py)."""
+    with open(path, "w") as f:
+        f.write("step %d\n" % step)
+        f.write("tensor global_step int64[] = %d\n" % step)
+        for name in sorted(tensors):
+            t = tensors[name]
+            f.write("tensor %s float64[%s] =%s\n" % (
+                name, ",".join(map(str, t.shape)),
+                "".join(" %.17g" % e for e in t.ravel())))
 
 
 def main():
@@ -208,17 +316,22 @@ def main():
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)
     ap.add_argument("--epsilon", type=float, default=1e-8)
+    ap.add_argument("--final", metavar="FILE",
+                    help="write the variables and slots after the last "
+                    "step there, as mdrun --print-checkpoint prints them")
     args = ap.parse_args()
 
     step_fn, regularized = MODELS[args.model]
     step, t = read_checkpoint(args.checkpoint)
-    names = [k for k in t
-             if k != "global_step" and not k.endswith(("/Adam", "/Adam_1"))]
-    missing = [k + s for k in names for s in ("/Adam", "/Adam_1")
-               if k + s not in t]
-    if missing:
-        sys.exit("numpy_reference: no Adam slot %s in %s" % (
-            missing[0], args.checkpoint))
+    # Trainable: the variables with Adam slots; the others are state the
+    # steps update (moving averages).
+    names = [k for k in t if k + "/Adam" in t and k + "/Adam_1" in t]
+    slots = {k + s for k in names for s in ("/Adam", "/Adam_1")}
+    state = {k: t[k] for k in t
+             if k != "global_step" and k not in names and k not in slots}
+    if not names:
+        sys.exit("numpy_reference: no variable with Adam slots in " +
+                 args.checkpoint)
     v = {k: t[k] for k in names}
     m = {k: t[k + "/Adam"] for k in names}
     s = {k: t[k + "/Adam_1"] for k in names}
@@ -230,8 +343,8 @@ def main():
         lo = step * args.batch
         x = images[lo:lo + args.batch].astype(np.float64) / 255.0
         y = labels[lo:lo + args.batch].astype(np.int64)
-        loss, g = step_fn(v, x, y)
-        for k in regularized():
+        loss, g = step_fn(v, x, y, state)
+        for k in regularized(v):
             loss += args.l2 * (v[k] ** 2).sum() / 2
             g[k] = g[k] + args.l2 * v[k]
         lr = args.learning_rate
@@ -244,6 +357,12 @@ def main():
             m[k] = b1 * m[k] + (1 - b1) * g[k]
             s[k] = b2 * s[k] + (1 - b2) * g[k] * g[k]
             v[k] = v[k] - alpha * m[k] / (np.sqrt(s[k]) + args.epsilon)
+    if args.final:
+        out = dict(v)
+        out.update(state)
+        out.update({k + "/Adam": m[k] for k in names})
+        out.update({k + "/Adam_1": s[k] for k in names})
+        write_checkpoint(args.final, step, out)
 
 
 if __name__ == "__main__":
