@@ -1,29 +1,30 @@
 """An independent implementation of the example models' training steps in
 NumPy (forward, hand-written backward, optimizer), to check mdrun's
-against: it starts from the variables and Adam slots of an mdrun
+against: it starts from the variables and optimizer slots of an mdrun
 checkpoint (as `mdrun --print-checkpoint` prints it) and runs the next
 steps on the same batches, printing each step's loss as
 `mdrun --print-losses` does (`step N loss X`).
 
-  numpy_reference.py mlp|cnn CHECKPOINT.txt DATA_DIR --steps=N --batch=B
-      [--learning-rate=LR] [--decay-steps=S --decay-rate=R] [--l2=SCALE]
-      [--clip-norm=C]
+  numpy_reference.py mlp|cnn|resnet CHECKPOINT.txt DATA_DIR --steps=N
+      --batch=B [--optimizer=sgd|momentum|adam] [--learning-rate=LR]
+      [--decay-steps=S --decay-rate=R] [--momentum=M] [--nesterov]
+      [--l2=SCALE] [--final=FILE]
 
-The models are examples/fashion_mlp.mdg and examples/tf_tutorial_cnn.mdg
-(the CNN without its dropout, whose masks are mdrun's random draws; any
-width of its dense layer),
-written here from what the model files say, not from mdrun's code, with
-TensorFlow's conventions: NHWC images, HWIO filters, SAME padding, a
-Reshape of NHWC flattening row-major, softmax cross-entropy averaged over
-the batch, L2 regularization SCALE * sum(w^2) / 2 of the MLP's weight
-matrices added to the loss, and TensorFlow's Adam (bias correction in the
-step size, epsilon added to sqrt(v)) with a staircase exponential decay of
-the learning rate by the global step before the update.
+The models are examples/fashion_mlp.mdg, examples/tf_tutorial_cnn.mdg
+(without its dropout, whose masks are mdrun's random draws; any width of
+its dense layer) and examples/fashion_resnet.mdg, written here from what
+the model files and docs/Ops.md say, not from mdrun's code, with
+TensorFlow's conventions: NHWC images, HWIO filters, SAME padding (the
+extra row and column after), a Reshape of NHWC flattening row-major,
+softmax cross-entropy averaged over the batch, batch normalization with
+the batch's mean and biased variance and moving averages, L2
+regularization SCALE * sum(w^2) / 2 of the weight matrices and filters
+added to the loss, and TensorFlow's optimizers (class Optimizer).
 
 Everything is float64: with mdrun's model in float64 too, the two
-implementations' losses differ only by rounding (around 1e-15 over a few
-steps), and any difference of meaning (a gradient, a scale, an update)
-shows orders of magnitude above it.
+implementations differ only by rounding (around 1e-15 over a few steps),
+and any difference of meaning (a gradient, a scale, an update) shows
+orders of magnitude above it.
 
 The data: Fashion-MNIST's training split in file order (mdrun's
 --no-shuffle), pixels / 255; step K takes examples (K - 1) * B to K * B - 1.
@@ -301,6 +302,44 @@ def write_checkpoint(path, step, tensors):
                 "".join(" %.17g" % e for e in t.ravel())))
 
 
+class Optimizer:
+    """TensorFlow's updates, with their slots (named as mdrun's checkpoints
+    name them): gradient descent; momentum (accum = momentum * accum + g,
+    then var -= lr * accum, or with Nesterov var -= lr * (g + momentum *
+    accum)); Adam (m and v, the bias correction in the step size, epsilon
+    added to sqrt(v)). The learning rate decays in a staircase by the
+    global step before the update."""
+
+    SLOTS = {"sgd": [], "momentum": ["Momentum"], "adam": ["Adam", "Adam_1"]}
+
+    def __init__(self, args):
+        self.a = args
+        self.slots = self.SLOTS[args.optimizer]
+
+    def rate(self, step):
+        lr = self.a.learning_rate
+        if self.a.decay_steps > 0:
+            lr *= self.a.decay_rate ** (step // self.a.decay_steps)
+        return lr
+
+    def apply(self, step, var, slots, g):
+        """The update of step + 1 (the global step was step) to var and
+        its slots (a list, changed in place); returns the new var."""
+        a, lr = self.a, self.rate(step)
+        if a.optimizer == "sgd":
+            return var - lr * g
+        if a.optimizer == "momentum":
+            slots[0] = a.momentum * slots[0] + g
+            if a.nesterov:
+                return var - lr * (g + a.momentum * slots[0])
+            return var - lr * slots[0]
+        t = step + 1
+        alpha = lr * np.sqrt(1 - a.beta2 ** t) / (1 - a.beta1 ** t)
+        slots[0] = a.beta1 * slots[0] + (1 - a.beta1) * g
+        slots[1] = a.beta2 * slots[1] + (1 - a.beta2) * g * g
+        return var - alpha * slots[0] / (np.sqrt(slots[1]) + a.epsilon)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model", choices=sorted(MODELS))
@@ -309,10 +348,14 @@ def main():
     ap.add_argument("--steps", type=int, required=True,
                     help="the global step to stop after")
     ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--optimizer", choices=sorted(Optimizer.SLOTS),
+                    default="adam")
     ap.add_argument("--learning-rate", type=float, default=1e-3)
     ap.add_argument("--decay-steps", type=int, default=0)
     ap.add_argument("--decay-rate", type=float, default=1.0)
     ap.add_argument("--l2", type=float, default=0.0)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--nesterov", action="store_true")
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)
     ap.add_argument("--epsilon", type=float, default=1e-8)
@@ -322,46 +365,39 @@ def main():
     args = ap.parse_args()
 
     step_fn, regularized = MODELS[args.model]
+    opt = Optimizer(args)
     step, t = read_checkpoint(args.checkpoint)
-    # Trainable: the variables with Adam slots; the others are state the
-    # steps update (moving averages).
-    names = [k for k in t if k + "/Adam" in t and k + "/Adam_1" in t]
-    slots = {k + s for k in names for s in ("/Adam", "/Adam_1")}
-    state = {k: t[k] for k in t
-             if k != "global_step" and k not in names and k not in slots}
-    if not names:
-        sys.exit("numpy_reference: no variable with Adam slots in " +
-                 args.checkpoint)
-    v = {k: t[k] for k in names}
-    m = {k: t[k + "/Adam"] for k in names}
-    s = {k: t[k + "/Adam_1"] for k in names}
+    # The variables: the trainable ones are those the model's step gives
+    # gradients for, the others state it updates (moving averages).
+    slot_names = {k + "/" + s for k in t for s in opt.slots}
+    v = {k: t[k] for k in t if k != "global_step" and k not in slot_names}
+    slots = {}
 
     images = read_idx(os.path.join(args.data, "train-images-idx3-ubyte.gz"))
     labels = read_idx(os.path.join(args.data, "train-labels-idx1-ubyte.gz"))
-    b1, b2 = args.beta1, args.beta2
     while step < args.steps:
         lo = step * args.batch
         x = images[lo:lo + args.batch].astype(np.float64) / 255.0
         y = labels[lo:lo + args.batch].astype(np.int64)
-        loss, g = step_fn(v, x, y, state)
+        loss, g = step_fn(v, x, y, v)
         for k in regularized(v):
             loss += args.l2 * (v[k] ** 2).sum() / 2
             g[k] = g[k] + args.l2 * v[k]
-        lr = args.learning_rate
-        if args.decay_steps > 0:
-            lr *= args.decay_rate ** (step // args.decay_steps)
+        print("step %d loss %.17g" % (step + 1, loss))
+        for k in g:
+            if k not in slots:
+                missing = [k + "/" + s for s in opt.slots
+                           if k + "/" + s not in t]
+                if missing:
+                    sys.exit("numpy_reference: no slot %s in %s" % (
+                        missing[0], args.checkpoint))
+                slots[k] = [t[k + "/" + s] for s in opt.slots]
+            v[k] = opt.apply(step, v[k], slots[k], g[k])
         step += 1
-        print("step %d loss %.17g" % (step, loss))
-        alpha = lr * np.sqrt(1 - b2 ** step) / (1 - b1 ** step)
-        for k in names:
-            m[k] = b1 * m[k] + (1 - b1) * g[k]
-            s[k] = b2 * s[k] + (1 - b2) * g[k] * g[k]
-            v[k] = v[k] - alpha * m[k] / (np.sqrt(s[k]) + args.epsilon)
     if args.final:
         out = dict(v)
-        out.update(state)
-        out.update({k + "/Adam": m[k] for k in names})
-        out.update({k + "/Adam_1": s[k] for k in names})
+        for k, ss in slots.items():
+            out.update({k + "/" + n: x for n, x in zip(opt.slots, ss)})
         write_checkpoint(args.final, step, out)
 
 
