@@ -3,29 +3,34 @@
 # with mdrun, then on to STEPS from that step's checkpoint, runs
 # numpy_reference.py MODEL from the same checkpoint, and compares the
 # losses (1e-12) and the tensors after the last step (1e-10 of each
-# tensor's largest value). Prints `== NAME`, `losses: ...` and
-# `tensors after step STEPS: ...`; exits 1 when either differs.
+# tensor's largest value), and then the evaluation of the last step's
+# variables over the t10k split of DATA (default: Fashion-MNIST): the
+# accuracy exactly and the mean loss to 1e-8 (mdrun's metrics file has 9
+# digits). Prints `== NAME`, `losses: ...`, `tensors after step STEPS:
+# ...` and `evaluation: ...`; exits 1 when any differs.
 #
-#   numpy-reference.sh DIR NUMPY_PYTHON PYTHON DIFF_CHECKPOINTS \
+#   [DATA=DIR] numpy-reference.sh DIR NUMPY_PYTHON PYTHON DIFF_CHECKPOINTS \
 #       MODEL NAME STEPS BATCH [numpy_reference.py options...]
 set -euo pipefail
 DIR=$1 NPY=$2 PY=$3 DIFF=$4 MODEL=$5 NAME=$6 STEPS=$7 BATCH=$8
 shift 8
 HERE=$(cd "$(dirname "$0")" && pwd)
-DATA=/usr/share/datasets/fashion-mnist
+DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 CK=$DIR/$NAME-ck
 echo "== $NAME"
 rm -rf "$CK"
-RUN=(mdrun "$DIR/$NAME.mdp" --data=$DATA --no-shuffle --no-eval
+RUN=(mdrun "$DIR/$NAME.mdp" --data="$DATA" --no-shuffle
      --checkpoint-dir="$CK" --log-every=0 --no-progress)
-"${RUN[@]}" --steps=1 > /dev/null
+"${RUN[@]}" --steps=1 --no-eval > /dev/null
 mdrun --print-checkpoint="$CK/ckpt-000000000001.mdck" > "$DIR/$NAME-1.txt"
-"${RUN[@]}" --steps="$STEPS" --resume --print-losses > "$DIR/$NAME-mdrun.log"
+rm -f "$DIR/$NAME-metrics.jsonl"
+"${RUN[@]}" --steps="$STEPS" --resume --print-losses \
+  --metrics="$DIR/$NAME-metrics.jsonl" > "$DIR/$NAME-mdrun.log"
 mdrun --print-checkpoint="$(ls "$CK"/ckpt-*.mdck | tail -1)" \
   > "$DIR/$NAME-last.txt"
 "$NPY" "$HERE/numpy_reference.py" "$MODEL" "$DIR/$NAME-1.txt" "$DATA" \
-  --steps="$STEPS" --batch="$BATCH" --final="$DIR/$NAME-numpy-last.txt" "$@" \
-  > "$DIR/$NAME-numpy.log"
+  --steps="$STEPS" --batch="$BATCH" --final="$DIR/$NAME-numpy-last.txt" \
+  --evaluate "$@" > "$DIR/$NAME-numpy.log"
 S=0
 echo -n "losses: "
 "$PY" "$HERE/compare_losses.py" 1e-12 "$DIR/$NAME-numpy.log" \
@@ -34,4 +39,15 @@ echo -n "tensors after step $STEPS: "
 "$PY" "$DIFF" "$DIR/$NAME-last.txt" "$DIR/$NAME-numpy-last.txt" --max 1e-10 \
   > "$DIR/$NAME-tensors.txt" 2>&1 || S=1
 tail -1 "$DIR/$NAME-tensors.txt"
+echo -n "evaluation: "
+"$PY" - "$DIR/$NAME-metrics.jsonl" "$DIR/$NAME-numpy.log" <<'COMPARE' || S=1
+import json, sys
+ev = [r for r in map(json.loads, open(sys.argv[1])) if "eval_loss" in r][-1]
+line = [l.split() for l in open(sys.argv[2]) if l.startswith("eval ")][-1]
+acc, loss = float(line[2]), float(line[4])
+rel = abs(ev["eval_loss"] - loss) / abs(loss)
+print("accuracy %s and %s, loss %.9g and %.9g (relative %.2g)" % (
+    ev["eval_accuracy"], acc, ev["eval_loss"], loss, rel))
+sys.exit(ev["eval_accuracy"] != acc or rel > 1e-8)
+COMPARE
 exit $S

@@ -87,8 +87,9 @@ def dense_back(h, w, dy):
     return dy @ w.T, h.T @ dy, dy.sum(axis=0)
 
 
-def mlp_step(v, x, y, state):
-    """Loss (without regularization) and gradients of the MLP."""
+def mlp_forward(v, x, train):
+    """The MLP's logits and the function from their gradient to the
+    variables' (the same in training and evaluation)."""
     layers = ["fc1", "fc2", "fc3", "logits"]
     hs, zs = [x.reshape(len(x), 784)], []
     for i, l in enumerate(layers):
@@ -96,15 +97,18 @@ def mlp_step(v, x, y, state):
         zs.append(z)
         if i < 3:
             hs.append(np.maximum(z, 0))
-    loss, dz = xent(zs[-1], y)
-    g = {}
-    for i in reversed(range(4)):
-        l = layers[i]
-        dh, g["mlp/%s/weights" % l], g["mlp/%s/biases" % l] = dense_back(
-            hs[i], v["mlp/%s/weights" % l], dz)
-        if i:
-            dz = dh * (zs[i - 1] > 0)
-    return loss, g
+
+    def back(dz):
+        g = {}
+        for i in reversed(range(4)):
+            l = layers[i]
+            dh, g["mlp/%s/weights" % l], g["mlp/%s/biases" % l] = dense_back(
+                hs[i], v["mlp/%s/weights" % l], dz)
+            if i:
+                dz = dh * (zs[i - 1] > 0)
+        return g
+
+    return zs[-1], back
 
 
 def mlp_regularized(v):
@@ -171,8 +175,8 @@ def pool2_back(x_shape, arg, dy):
     return dw.reshape(x_shape)
 
 
-def cnn_step(v, x, y, state):
-    """Loss and gradients of the CNN without dropout."""
+def cnn_forward(v, x, train):
+    """The CNN's logits (no dropout) and their backward function."""
     n = len(x)
     h0 = x.reshape(n, 28, 28, 1)
     z1, saved1 = conv(h0, v["cnn/conv1/kernel"])
@@ -184,21 +188,24 @@ def cnn_step(v, x, y, state):
     f = p2.reshape(n, -1)
     z3 = dense(f, v["cnn/dense/kernel"], v["cnn/dense/bias"])
     h3 = np.maximum(z3, 0)
-    logits = dense(h3, v["cnn/logits/kernel"], v["cnn/logits/bias"])
-    loss, dl = xent(logits, y)
-    g = {}
-    dh3, g["cnn/logits/kernel"], g["cnn/logits/bias"] = dense_back(
-        h3, v["cnn/logits/kernel"], dl)
-    df, g["cnn/dense/kernel"], g["cnn/dense/bias"] = dense_back(
-        f, v["cnn/dense/kernel"], dh3 * (z3 > 0))
-    dz2 = pool2_back(z2.shape, arg2, df.reshape(p2.shape)) * (z2 > 0)
-    g["cnn/conv2/bias"] = dz2.sum(axis=(0, 1, 2))
-    dp1, g["cnn/conv2/kernel"] = conv_back(saved2, v["cnn/conv2/kernel"], dz2)
-    dz1 = pool2_back(z1.shape, arg1, dp1) * (z1 > 0)
-    g["cnn/conv1/bias"] = dz1.sum(axis=(0, 1, 2))
-    _, g["cnn/conv1/kernel"] = conv_back(saved1, v["cnn/conv1/kernel"], dz1,
-                                         need_dx=False)
-    return loss, g
+
+    def back(dl):
+        g = {}
+        dh3, g["cnn/logits/kernel"], g["cnn/logits/bias"] = dense_back(
+            h3, v["cnn/logits/kernel"], dl)
+        df, g["cnn/dense/kernel"], g["cnn/dense/bias"] = dense_back(
+            f, v["cnn/dense/kernel"], dh3 * (z3 > 0))
+        dz2 = pool2_back(z2.shape, arg2, df.reshape(p2.shape)) * (z2 > 0)
+        g["cnn/conv2/bias"] = dz2.sum(axis=(0, 1, 2))
+        dp1, g["cnn/conv2/kernel"] = conv_back(saved2, v["cnn/conv2/kernel"],
+                                               dz2)
+        dz1 = pool2_back(z1.shape, arg1, dp1) * (z1 > 0)
+        g["cnn/conv1/bias"] = dz1.sum(axis=(0, 1, 2))
+        _, g["cnn/conv1/kernel"] = conv_back(saved1, v["cnn/conv1/kernel"],
+                                             dz1, need_dx=False)
+        return g
+
+    return dense(h3, v["cnn/logits/kernel"], v["cnn/logits/bias"]), back
 
 
 def cnn_regularized(v):
@@ -208,21 +215,25 @@ def cnn_regularized(v):
 BN_EPSILON, BN_DECAY = 1e-3, 0.9
 
 
-def conv_bn(v, prefix, x, stride, state):
-    """Conv2D (SAME) then batch normalization with scale over N, H and W
-    (the batch's mean and biased variance; the moving averages move towards
-    them by 1 - decay into state). Returns y and its backward function,
-    which takes dy, adds to the gradients g and returns dx."""
+def conv_bn(v, prefix, x, stride, train):
+    """Conv2D (SAME) then batch normalization with scale over N, H and W:
+    in training with the batch's mean and biased variance, the moving
+    averages in v moving towards them by 1 - decay; in evaluation with the
+    moving averages. Returns y and its backward function (training), which
+    takes dy, adds to the gradients g and returns dx."""
     z, saved = conv(x, v[prefix + "/kernel"], stride)
     bn = prefix + "/BatchNorm/"
-    mean = z.mean(axis=(0, 1, 2))
-    var = ((z - mean) ** 2).mean(axis=(0, 1, 2))
+    if train:
+        mean = z.mean(axis=(0, 1, 2))
+        var = ((z - mean) ** 2).mean(axis=(0, 1, 2))
+        for name, batch in (("moving_mean", mean), ("moving_variance", var)):
+            old = v[bn + name]
+            v[bn + name] = old - (old - batch) * (1 - BN_DECAY)
+    else:
+        mean, var = v[bn + "moving_mean"], v[bn + "moving_variance"]
     inv = 1 / np.sqrt(var + BN_EPSILON)
     xhat = (z - mean) * inv
     gamma = v[bn + "gamma"]
-    for name, batch in (("moving_mean", mean), ("moving_variance", var)):
-        old = state[bn + name]
-        state[bn + name] = old - (old - batch) * (1 - BN_DECAY)
 
     def back(dy, g, need_dx=True):
         g[bn + "beta"] = dy.sum(axis=(0, 1, 2))
@@ -237,13 +248,12 @@ def conv_bn(v, prefix, x, stride, state):
     return xhat * gamma + v[bn + "beta"], back
 
 
-def resnet_step(v, x, y, state):
-    """Loss and gradients of the residual network; the batch norms' moving
-    averages updated in state."""
+def resnet_forward(v, x, train):
+    """The residual network's logits and their backward function."""
     n = len(x)
 
     def cbn(prefix, h, stride=1):
-        return conv_bn(v, "resnet/" + prefix, h, stride, state)
+        return conv_bn(v, "resnet/" + prefix, h, stride, train)
 
     a, stem_back = cbn("stem", x.reshape(n, 28, 28, 1))
     a = np.maximum(a, 0)
@@ -260,22 +270,23 @@ def resnet_step(v, x, y, state):
         s = c2 + sc
         blocks.append((b1, m1, b2, bs, s > 0))
         a = np.maximum(s, 0)
-    hw = a.shape[1] * a.shape[2]
     pooled = a.mean(axis=(1, 2))
-    logits = dense(pooled, v["resnet/logits/kernel"], v["resnet/logits/bias"])
-    loss, dl = xent(logits, y)
-    g = {}
-    dp, g["resnet/logits/kernel"], g["resnet/logits/bias"] = dense_back(
-        pooled, v["resnet/logits/kernel"], dl)
-    da = np.broadcast_to(dp[:, None, None, :] / hw, a.shape)
-    for b1, m1, b2, bs, mask in reversed(blocks):
-        ds = da * mask
-        dc1 = b2(ds, g) * m1
-        da_main = b1(dc1, g)
-        da_short = ds if bs is None else bs(ds, g)
-        da = da_main + da_short
-    stem_back(da * stem_mask, g, need_dx=False)
-    return loss, g
+
+    def back(dl):
+        g = {}
+        dp, g["resnet/logits/kernel"], g["resnet/logits/bias"] = dense_back(
+            pooled, v["resnet/logits/kernel"], dl)
+        da = np.broadcast_to(dp[:, None, None, :] / (a.shape[1] * a.shape[2]),
+                             a.shape)
+        for b1, m1, b2, bs, mask in reversed(blocks):
+            ds = da * mask
+            da_main = b1(b2(ds, g) * m1, g)
+            da = da_main + (ds if bs is None else bs(ds, g))
+        stem_back(da * stem_mask, g, need_dx=False)
+        return g
+
+    return dense(pooled, v["resnet/logits/kernel"],
+                 v["resnet/logits/bias"]), back
 
 
 def resnet_regularized(v):
@@ -283,9 +294,9 @@ def resnet_regularized(v):
 
 
 MODELS = {
-    "mlp": (mlp_step, mlp_regularized),
-    "cnn": (cnn_step, cnn_regularized),
-    "resnet": (resnet_step, resnet_regularized),
+    "mlp": (mlp_forward, mlp_regularized),
+    "cnn": (cnn_forward, cnn_regularized),
+    "resnet": (resnet_forward, resnet_regularized),
 }
 
 
@@ -340,6 +351,23 @@ class Optimizer:
         return var - alpha * slots[0] / (np.sqrt(slots[1]) + a.epsilon)
 
 
+def evaluate(forward, v, data, batch=100):
+    """The evaluation program's means over the t10k split: the loss (the
+    models' only loss, without regularization) and the accuracy."""
+    images = read_idx(os.path.join(data, "t10k-images-idx3-ubyte.gz"))
+    labels = read_idx(os.path.join(data, "t10k-labels-idx1-ubyte.gz"))
+    loss_sum, correct = 0.0, 0
+    for lo in range(0, len(labels), batch):
+        x = images[lo:lo + batch].astype(np.float64) / 255.0
+        y = labels[lo:lo + batch].astype(np.int64)
+        logits, _ = forward(v, x, False)
+        loss, _ = xent(logits, y)
+        loss_sum += loss * len(y)
+        correct += int((logits.argmax(axis=1) == y).sum())
+    print("eval accuracy %.17g loss %.17g" % (correct / len(labels),
+                                              loss_sum / len(labels)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model", choices=sorted(MODELS))
@@ -359,12 +387,17 @@ def main():
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)
     ap.add_argument("--epsilon", type=float, default=1e-8)
+    ap.add_argument("--evaluate", action="store_true",
+                    help="after the last step, print the mean loss and "
+                    "accuracy over the t10k split (batch-norm moving "
+                    "averages instead of batch statistics) as "
+                    "`eval accuracy A loss L`")
     ap.add_argument("--final", metavar="FILE",
                     help="write the variables and slots after the last "
                     "step there, as mdrun --print-checkpoint prints them")
     args = ap.parse_args()
 
-    step_fn, regularized = MODELS[args.model]
+    forward, regularized = MODELS[args.model]
     opt = Optimizer(args)
     step, t = read_checkpoint(args.checkpoint)
     # The variables: the trainable ones are those the model's step gives
@@ -379,7 +412,9 @@ def main():
         lo = step * args.batch
         x = images[lo:lo + args.batch].astype(np.float64) / 255.0
         y = labels[lo:lo + args.batch].astype(np.int64)
-        loss, g = step_fn(v, x, y, v)
+        logits, back = forward(v, x, True)
+        loss, dl = xent(logits, y)
+        g = back(dl)
         for k in regularized(v):
             loss += args.l2 * (v[k] ** 2).sum() / 2
             g[k] = g[k] + args.l2 * v[k]
@@ -394,6 +429,8 @@ def main():
                 slots[k] = [t[k + "/" + s] for s in opt.slots]
             v[k] = opt.apply(step, v[k], slots[k], g[k])
         step += 1
+    if args.evaluate:
+        evaluate(forward, v, args.data)
     if args.final:
         out = dict(v)
         for k, ss in slots.items():
