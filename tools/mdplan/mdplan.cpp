@@ -785,7 +785,15 @@ static std::string rewriteOptionError(StringRef Text) {
                   ? Guess.rtrim("?").rtrim("'")
                   : StringRef();
     }
-    return unknownOptionMessage(First.split("'.").first, Guess);
+    StringRef Arg = First.split("'.").first;
+    // LLVM names the nearest option however far it is (--batch-size=16
+    // was "--optimizer=16"): kept when at most 2 edits away, as mdplan's
+    // own guesses, or when the argument begins its name (--print-after).
+    auto NameOf = [](StringRef A) { return A.ltrim('-').split('=').first; };
+    StringRef Given = NameOf(Arg), Near = NameOf(Guess);
+    if (!Near.startswith(Given) && Given.edit_distance(Near, true, 3) > 2)
+      Guess = {};
+    return unknownOptionMessage(Arg, Guess);
   }
   if (First.startswith("Too many positional arguments"))
     return "more than one model file given (mdplan MODEL [options])";
