@@ -116,10 +116,14 @@ if os.path.isdir("/usr/share/datasets/fashion-mnist"):
 # A Python with NumPy (Debian's python3-numpy, which scripts/setup.sh
 # installs, is /usr/bin/python3's): the independent NumPy implementation
 # of the example models (mdrun/numpy-reference.test).
-for py in [config.python_executable, "/usr/bin/python3"]:
+for py in [config.python_executable, shutil.which("python3"),
+           "/usr/bin/python3"]:
     try:
-        if subprocess.run([py, "-c", "import numpy"], capture_output=True,
-                          timeout=60).returncode == 0:
+        # What the reference needs (NumPy 1.20 or later).
+        if py and subprocess.run(
+                [py, "-c",
+                 "from numpy.lib.stride_tricks import sliding_window_view"],
+                capture_output=True, timeout=60).returncode == 0:
             config.available_features.add("numpy")
             config.substitutions.append(("%numpy_python", py))
             break

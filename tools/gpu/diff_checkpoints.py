@@ -9,6 +9,9 @@ a wrong gradient shows as a tensor far above the others.
 
 With --max, exits 1 when a tensor differs by more than REL (relative to its
 largest magnitude) or the two checkpoints hold different tensors.
+
+Also used by test/mdrun/numpy-reference.test (mdrun against a NumPy
+implementation of the models).
 """
 import argparse
 import sys

@@ -12,7 +12,8 @@ stay far below 1e-4 over 20 Adam steps, where float32's grow past it
 (docs/Cuda.md), so the GPU's losses must match the CPU's closely.
 Fails when the model names a dtype for a variable or a floating-point
 dtype for an input already (so nothing is left half converted) or has no
-variable at all.
+variable at all. Also used by test/mdrun/numpy-reference.test (mdrun's
+float64 models against a NumPy implementation).
 """
 import argparse
 import re

@@ -264,7 +264,7 @@ if want ckdiff; then
     for side in $SIDES; do
       BASE=cpu MAX=1e-5
       [ $side = gpu-ref ] && BASE=cpu-ref MAX=0
-      [ $side = $BASE ] || [ $side = cpu-ref ] && continue
+      case $side in "$BASE"|cpu-ref) continue ;; esac
       echo "$m ($side against $BASE, at most $(printf %g $MAX)):"
       "$PY" "$CARRY/diff_checkpoints.py" "$LOGS/ck-$m-$BASE.txt" \
         "$LOGS/ck-$m-$side.txt" --max $MAX > "$LOGS/ck-$m-$side.diff" 2>&1 || S=1

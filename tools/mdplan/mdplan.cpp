@@ -737,6 +737,16 @@ private:
   int Saved = -1;
 };
 
+/// Whether \p Near, an option's name, is a guess worth offering for the
+/// unknown name \p Given: a few edits away (at most 2, and at most half of
+/// \p Given, so that `--lr` is not taken for `-o`), or its beginning.
+static bool nearOption(StringRef Given, StringRef Near) {
+  if (Given.size() >= 3 && Near.startswith(Given))
+    return true;
+  unsigned Most = std::min<unsigned>(2, Given.size() / 2);
+  return !Given.empty() && Given.edit_distance(Near, true, Most + 1) <= Most;
+}
+
 /// "unknown option 'ARG'", with \p Guess (an option, dashes included)
 /// when there is one.
 static std::string unknownOptionMessage(StringRef Arg, StringRef Guess) {
@@ -787,11 +797,9 @@ static std::string rewriteOptionError(StringRef Text) {
     }
     StringRef Arg = First.split("'.").first;
     // LLVM names the nearest option however far it is (--batch-size=16
-    // was "--optimizer=16"): kept when at most 2 edits away, as mdplan's
-    // own guesses, or when the argument begins its name (--print-after).
+    // was "--optimizer=16"): kept only when near.
     auto NameOf = [](StringRef A) { return A.ltrim('-').split('=').first; };
-    StringRef Given = NameOf(Arg), Near = NameOf(Guess);
-    if (!Near.startswith(Given) && Given.edit_distance(Near, true, 3) > 2)
+    if (!nearOption(NameOf(Arg), NameOf(Guess)))
       Guess = {};
     return unknownOptionMessage(Arg, Guess);
   }
@@ -829,11 +837,12 @@ static std::string unknownGroupedArgument(int argc, char **argv) {
       return "unknown option '" + A.str() +
              "': write the output as -o FILE, -o=FILE or --output=FILE";
     StringRef Best;
-    unsigned BestDistance = 3;
+    unsigned BestDistance = ~0u;
     for (const auto &Entry : Opts) {
-      if (Entry.second->getOptionHiddenFlag() != cl::NotHidden)
+      if (Entry.second->getOptionHiddenFlag() != cl::NotHidden ||
+          !nearOption(Name, Entry.getKey()))
         continue;
-      unsigned D = Name.edit_distance(Entry.getKey(), true, BestDistance);
+      unsigned D = Name.edit_distance(Entry.getKey(), true);
       if (D < BestDistance) {
         Best = Entry.getKey();
         BestDistance = D;

@@ -941,11 +941,11 @@ static StdoutBuffer &stdoutBuffer() {
 static int checkStandardOutput(int Code) {
   errno = 0;
   bool Failed = std::fflush(stdout) != 0;
-  int Err = Failed ? errno : 0;
-  if (!Failed && !std::ferror(stdout) && !stdoutBuffer().FirstError)
+  int Err = stdoutBuffer().FirstError;
+  if (!Err && Failed)
+    Err = errno;
+  if (!Failed && !std::ferror(stdout) && !Err)
     return Code;
-  if (!Err)
-    Err = stdoutBuffer().FirstError;
   errorStream() << "mdrun: error: cannot write standard output"
                 << (Err ? std::string(": ") + std::strerror(Err) : "") << '\n';
   return Code ? Code : 1;
