@@ -13,6 +13,9 @@
 #                                     missing there; libz.so.1 never is)
 #   fashion-mnist/                    the dataset (gzipped IDX)
 #   compare_losses.py, diff_checkpoints.py  the comparisons
+#   numpy/                            test/mdrun/Inputs' NumPy reference of
+#                                     the models and its driver (the numpy
+#                                     check)
 #   plans/*.mdp                       the plans of the checks, compiled here
 #                                     (labels: from test/cuda/Inputs)
 #   cnn64.mdg                         the CNN in float64 (float64_model.py)
@@ -50,6 +53,9 @@ cp "$BUILD/schema/mdplan/plan_generated.h" "$OUT/plan_generated.h"
 cp /usr/include/zlib.h /usr/include/zconf.h "$OUT/zlib/include/"
 cp -r "$DATA" "$OUT/fashion-mnist"
 cp "$ROOT/test/mdrun/Inputs/compare_losses.py" "$ROOT/tools/gpu/diff_checkpoints.py" "$OUT/"
+mkdir -p "$OUT/numpy"
+cp "$ROOT/test/mdrun/Inputs/"{numpy_reference.py,numpy-reference.sh,cut_test_split.py,compare_losses.py} \
+  "$OUT/numpy/"
 
 P=$OUT/plans
 # One GPU, the compiler's default placement (and the mirrored variant, with
@@ -93,6 +99,26 @@ done
   --global-batch=8 -o "$P/resnet-small.mdp"
 "$MDPLAN" "$ROOT/examples/fashion_mlp.mdg" --num-clones=2 --gpus-per-worker=2 \
   --strategy=mirrored --global-batch=16 -o "$P/mlp-small-shared.mdp"
+# The numpy check's plans (as test/mdrun/numpy-reference.test's, for one
+# GPU): the MLP, the CNN without dropout and 32 wide, and the ResNet, in
+# float64 and float32.
+sed -e 's/"rate" f: 0.4/"rate" f: 0/' -e 's/shape: \[3136, 1024\]/shape: [3136, 32]/' \
+  -e 's/shape: \[1024\]/shape: [32]/' -e 's/shape: \[1024, 10\]/shape: [32, 10]/' \
+  "$ROOT/examples/tf_tutorial_cnn.mdg" > "$OUT/numpy/cnn.mdg"
+python3 "$ROOT/tools/gpu/float64_model.py" "$ROOT/examples/fashion_mlp.mdg" \
+  "$OUT/numpy/mlp64.mdg" > /dev/null
+python3 "$ROOT/tools/gpu/float64_model.py" "$OUT/numpy/cnn.mdg" \
+  "$OUT/numpy/cnn64.mdg" --batch=16 > /dev/null
+python3 "$ROOT/tools/gpu/float64_model.py" "$ROOT/examples/fashion_resnet.mdg" \
+  "$OUT/numpy/resnet64.mdg" --batch=8 > /dev/null
+"$MDPLAN" "$OUT/numpy/mlp64.mdg" --num-clones=1 -o "$P/numpy-mlp.mdp"
+"$MDPLAN" "$OUT/numpy/cnn64.mdg" --num-clones=1 -o "$P/numpy-cnn.mdp"
+"$MDPLAN" "$OUT/numpy/resnet64.mdg" --num-clones=1 -o "$P/numpy-resnet.mdp"
+"$MDPLAN" "$ROOT/examples/fashion_mlp.mdg" --num-clones=1 -o "$P/numpy-mlp32.mdp"
+"$MDPLAN" "$OUT/numpy/cnn.mdg" --num-clones=1 --batch-per-clone=16 \
+  -o "$P/numpy-cnn32.mdp"
+"$MDPLAN" "$ROOT/examples/fashion_resnet.mdg" --num-clones=1 \
+  --batch-per-clone=8 -o "$P/numpy-resnet32.mdp"
 # Labels computed out of range (run-gpu-checks.sh's labels check): the step
 # fails naming the label, as on the CPU (test/cuda/computed-label.test).
 for m in computed-label late-label; do

@@ -13,6 +13,11 @@
 #             (MDRT_CUDA_KERNELS and MDRT_CPU_KERNELS=reference) at 1e-4
 #             against the carried CPU losses and at 0 against this
 #             machine's CPU (they agree to the bit);
+#   numpy     the MLP, CNN and ResNet on the GPU against an independent
+#             NumPy implementation (test/mdrun/numpy-reference.test's, from
+#             mdrun's step-1 checkpoint): in float64 the losses to 1e-12,
+#             every tensor after the last step to 1e-10, the evaluation;
+#             in float32 within float32's rounding;
 #   ckdiff    one SGD step of the CNN (both placements; also with
 #             MDRT_CUDNN_FIND=1 and MDRT_CUDA_CONV_GEMM=1), the ResNet
 #             and the MLP on the GPU and the CPU: every
@@ -66,7 +71,7 @@ BUILD=${BUILD:-$ROOT/build-gpu}
 LOGS=${LOGS:-$ROOT/gpu-checks}
 PY=${PYTHON:-python3}
 JOBS=${JOBS:-$(nproc)}
-CHECKS=" ${CHECKS:-losses ckdiff shared graph labels bench pin accuracy memcheck} "
+CHECKS=" ${CHECKS:-losses numpy ckdiff shared graph labels bench pin accuracy memcheck} "
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-$((RUN_TIMEOUT * 2))}
 ACCURACY_TIMEOUT=${ACCURACY_TIMEOUT:-$((RUN_TIMEOUT * 4))}
@@ -224,6 +229,35 @@ if want losses; then
     compare 0 "$LOGS/$m-cpu-ref.log" "$LOGS/$m-gpu-ref.log" || S=1
   done
   result losses $S
+fi
+
+if want numpy; then
+  echo "== 1a. the models on the GPU against a NumPy implementation"
+  S=0
+  ND=$LOGS/numpy
+  mkdir -p "$ND/bin"
+  # numpy-reference.sh runs the `mdrun` on PATH.
+  ln -sf "$MDRUN" "$ND/bin/mdrun"
+  "$PY" "$CARRY/numpy/cut_test_split.py" "$DATA" "$ND/data" 500 || S=1
+  F32="LOSS_TOL=1e-6 TENSOR_TOL=1e-4 EVAL_TOL=1e-6 EVAL_ACCURACY_TOL=0.002"
+  # case: model, plan, steps, batch, float32?, options
+  NUMPY_CASES="mlp numpy-mlp 8 64 - --l2=1e-4 --decay-steps=2814 --decay-rate=0.7
+cnn numpy-cnn 4 16 -
+resnet numpy-resnet 5 8 - --l2=1e-4 --decay-steps=1874 --decay-rate=0.5
+mlp numpy-mlp32 8 64 f32 --l2=1e-4 --decay-steps=2814 --decay-rate=0.7
+cnn numpy-cnn32 4 16 f32
+resnet numpy-resnet32 5 8 f32 --l2=1e-4 --decay-steps=1874 --decay-rate=0.5"
+  # The plumbing: the MLP only.
+  [ -n "$DRY" ] && NUMPY_CASES=$(echo "$NUMPY_CASES" | grep "^mlp ")
+  while read -r model plan steps batch kind opts; do
+    cp "$P/$plan.mdp" "$ND/$plan.mdp"
+    ENV=(); [ "$kind" = f32 ] && ENV=($F32)
+    # shellcheck disable=SC2086
+    env PATH="$ND/bin:$PATH" DATA="$ND/data" "${ENV[@]}" timeout "$RUN_TIMEOUT" \
+      "$CARRY/numpy/numpy-reference.sh" "$ND" "$PY" "$PY" \
+      "$CARRY/diff_checkpoints.py" $model $plan $steps $batch $opts || S=1
+  done <<< "$NUMPY_CASES"
+  result numpy $S
 fi
 
 if want ckdiff; then

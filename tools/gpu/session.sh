@@ -27,7 +27,7 @@ cd "$ROOT"
 } > "$O/console.log" 2>&1
 # Checks (RUN_TIMEOUT short: every run of these takes seconds).
 RUN_TIMEOUT=${RUN_TIMEOUT:-60} MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-90} \
-  CHECKS="losses ckdiff shared graph labels memcheck bench pin" \
+  CHECKS="losses numpy ckdiff shared graph labels memcheck bench pin" \
   timeout $(( $(left) - 60 )) tools/gpu/run-gpu-checks.sh 2>&1 |
   tee -a "$O/console.log"
 # Nothing else can run without this commit's mdrun (the build's errors are
