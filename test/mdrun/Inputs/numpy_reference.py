@@ -6,7 +6,8 @@ steps on the same batches, printing each step's loss as
 `mdrun --print-losses` does (`step N loss X`).
 
   numpy_reference.py mlp|cnn|resnet CHECKPOINT.txt DATA_DIR --steps=N
-      --batch=B [--optimizer=sgd|momentum|adam] [--learning-rate=LR]
+      --batch=B [--clones=N] [--optimizer=sgd|momentum|adam]
+      [--learning-rate=LR]
       [--decay-steps=S --decay-rate=R] [--momentum=M] [--nesterov]
       [--l2=SCALE] [--final=FILE]
 
@@ -375,7 +376,10 @@ def main():
     ap.add_argument("data")
     ap.add_argument("--steps", type=int, required=True,
                     help="the global step to stop after")
-    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--batch", type=int, required=True,
+                    help="examples of a step, over all clones")
+    ap.add_argument("--clones", type=int, default=1,
+                    help="clones sharing each batch in equal slices")
     ap.add_argument("--optimizer", choices=sorted(Optimizer.SLOTS),
                     default="adam")
     ap.add_argument("--learning-rate", type=float, default=1e-3)
@@ -412,9 +416,18 @@ def main():
         lo = step * args.batch
         x = images[lo:lo + args.batch].astype(np.float64) / 255.0
         y = labels[lo:lo + args.batch].astype(np.int64)
-        logits, back = forward(v, x, True)
-        loss, dl = xent(logits, y)
-        g = back(dl)
+        # model_deploy's clones: each a slice of the batch (its own batch
+        # statistics), its loss scaled by 1 / clones, the gradients summed;
+        # the update ops (moving averages) the first clone's only.
+        loss, g = 0.0, {}
+        n = args.batch // args.clones
+        for c in range(args.clones):
+            logits, back = forward(v if c == 0 else dict(v),
+                                   x[c * n:(c + 1) * n], True)
+            clone_loss, dl = xent(logits, y[c * n:(c + 1) * n])
+            loss += clone_loss / args.clones
+            for k, gk in back(dl / args.clones).items():
+                g[k] = g[k] + gk if k in g else gk
         for k in regularized(v):
             loss += args.l2 * (v[k] ** 2).sum() / 2
             g[k] = g[k] + args.l2 * v[k]
