@@ -567,9 +567,9 @@ static int mdrunMain(int argc, char **argv) {
       if (Name == O.Name)
         Found = &O;
     if (!Found) {
-      const Option *Guess = closestOption(Name, Opts);
+      const Option *Guess = Name.empty() ? nullptr : closestOption(Name, Opts);
       return UsageError(
-          "unknown option '--" + Name + "'" +
+          "unknown option '" + (Name.empty() ? Arg : "--" + Name) + "'" +
           (Guess ? std::string("; did you mean '--") + Guess->Name + "'?"
                  : std::string()) +
           " (see --help)");
