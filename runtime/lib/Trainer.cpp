@@ -204,6 +204,13 @@ struct Trainer::Impl {
   Status resume(int64_t &Step);
   Status loadLatest(int64_t &Step, DataPosition &Position, bool &Found,
                     std::vector<std::vector<uint8_t>> &Values);
+  Status loadInitial(int64_t &Step, DataPosition &Position,
+                     std::vector<std::vector<uint8_t>> &Values,
+                     std::vector<uint8_t> &Present);
+  Status restore(bool Lead, int64_t &Step, DataPosition Position,
+                 std::vector<std::vector<uint8_t>> &Values,
+                 std::vector<uint8_t> Present);
+  Status initFrom(int64_t &Step);
   Status checkAgreement(int64_t Total);
   uint64_t dataDigest(const Dataset *D) const;
   /// \p FailedAt orders the processes' failures (asynchronous workers
@@ -739,7 +746,95 @@ Status Trainer::Impl::resume(int64_t &Step) {
   if (isLead())
     Loaded = loadLatest(Step, Position, Found, Values);
   MDRT_RETURN_IF_ERROR(Procs->agree(Loaded));
-  int64_t Header[4] = {Found, Step, Position.Epoch, Position.Index};
+  return restore(Found, Step, Position, Values,
+                 std::vector<uint8_t>(Values.size(), 1));
+}
+
+/// Replica 0's part of --init-from: the checkpoint's step, the variables it
+/// holds (\p Present) and, where it was written on this run's data in
+/// this run's order, its data position.
+Status Trainer::Impl::loadInitial(int64_t &Step, DataPosition &Position,
+                                  std::vector<std::vector<uint8_t>> &Values,
+                                  std::vector<uint8_t> &Present) {
+  const std::string &Path = Opts.InitFrom;
+  auto C = readCheckpoint(Path);
+  if (!C.isOk())
+    return C.status();
+  std::vector<std::string> Missing;
+  size_t Restored = 0, RestoredTrainable = 0;
+  for (size_t I = 0; I < Exec->variables().size(); ++I) {
+    const VariableInfo &V = Exec->variables()[I];
+    const CheckpointTensor *T = C->find(V.Name);
+    if (!T) {
+      Missing.push_back(V.Name);
+      continue;
+    }
+    if (T->Desc.Type != V.Type.Type || T->Desc.Shape != V.Type.Shape)
+      return Status::error(
+          "--init-from: checkpoint '" + Path + "' holds variable '" + V.Name +
+          "' as " + T->Desc.str() + ", but the plan has " + V.Type.str());
+    Values[I] = T->Data;
+    Present[I] = 1;
+    ++Restored;
+    RestoredTrainable += V.Trainable;
+  }
+  // (Every model's checkpoint has a global_step.)
+  if (!RestoredTrainable)
+    return Status::error("--init-from: checkpoint '" + Path +
+                         "' holds none of the plan's trainable variables "
+                         "(is it another model's?)");
+  size_t Unused = C->Tensors.size();
+  for (const CheckpointTensor &T : C->Tensors)
+    for (const VariableInfo &V : Exec->variables())
+      if (V.Name == T.Name) {
+        --Unused;
+        break;
+      }
+  Step = C->State.Step;
+  // The data continues only where the order is the one the checkpoint's
+  // run had: the same examples, seed, shuffling and scaling.
+  bool RawBytes = !Opts.ScaleBytes && !Opts.Synthetic;
+  bool SameData =
+      C->State.DataExamples == TrainData->size() &&
+      C->State.Synthetic == Opts.Synthetic && C->State.Seed == Opts.Seed &&
+      C->State.Shuffled == Opts.Shuffle && C->State.RawBytes == RawBytes;
+  Position = SameData ? C->State.Data : DataPosition();
+  Log << "initialized from " << Path << " at step " << Step << ": " << Restored
+      << " of " << Exec->variables().size() << " variables";
+  if (!Missing.empty()) {
+    Log << "; not in it, so as initialized: '" << Missing[0] << "'";
+    if (Missing.size() > 1)
+      Log << " and " << Missing.size() - 1 << " more";
+  }
+  if (Unused)
+    Log << "; " << Unused << (Unused == 1 ? " tensor" : " tensors")
+        << " of it not in the plan";
+  Log << (SameData ? "; the data continues where it stopped"
+                   : "; the data from the beginning (the checkpoint was "
+                     "written on other data, seed or order)")
+      << '\n';
+  return Status::ok();
+}
+
+Status Trainer::Impl::initFrom(int64_t &Step) {
+  std::vector<std::vector<uint8_t>> Values(Exec->variables().size());
+  std::vector<uint8_t> Present(Values.size(), 0);
+  DataPosition Position;
+  Status Loaded = Status::ok();
+  if (isLead())
+    Loaded = loadInitial(Step, Position, Values, Present);
+  MDRT_RETURN_IF_ERROR(Procs->agree(Loaded));
+  MDRT_RETURN_IF_ERROR(Procs->broadcast(Present.data(), Present.size(), 0));
+  return restore(true, Step, Position, Values, std::move(Present));
+}
+
+/// Every process's part of a resume or an --init-from: replica 0's step,
+/// data position and variables (those \p Present), when \p Lead says
+/// replica 0 found some, written into this process's devices.
+Status Trainer::Impl::restore(bool Lead, int64_t &Step, DataPosition Position,
+                              std::vector<std::vector<uint8_t>> &Values,
+                              std::vector<uint8_t> Present) {
+  int64_t Header[4] = {Lead, Step, Position.Epoch, Position.Index};
   MDRT_RETURN_IF_ERROR(Procs->broadcast(Header, sizeof(Header), 0));
   if (!Header[0])
     return Status::ok();
@@ -748,6 +843,8 @@ Status Trainer::Impl::resume(int64_t &Step) {
   Position.Index = Header[3];
   Status Restored = Status::ok();
   for (size_t I = 0; I < Values.size(); ++I) {
+    if (!Present[I])
+      continue;
     // A parameter server's variable: replica 0 restores it for all.
     if (Exec->variables()[I].Remote) {
       if (isLead() && Restored.isOk())
@@ -1101,18 +1198,24 @@ Status Trainer::run(TrainResult &R) {
   int64_t Step = 0;
   if (O.Resume)
     MDRT_RETURN_IF_ERROR(T.resume(Step));
+  // --init-from starts a run: with --resume, only one that has no
+  // checkpoint yet (a restarted run continues from its own).
+  const int64_t Resumed = Step;
+  if (!O.InitFrom.empty() && (!O.Resume || Step == 0))
+    MDRT_RETURN_IF_ERROR(T.initFrom(Step));
   {
+    // The metrics of the run resumed (none of an --init-from's source).
     Status Opened = Status::ok();
     if (!O.MetricsPath.empty() && T.isLead())
-      Opened = openResumedMetrics(T.Metrics, O.MetricsPath, Step,
-                                  O.Eval && Step >= Total);
+      Opened = openResumedMetrics(T.Metrics, O.MetricsPath, Resumed,
+                                  O.Eval && Resumed > 0 && Step >= Total);
     if (Opened.isOk() && !O.TracePath.empty())
       Opened = openForWriting(T.TraceOut, O.TracePath, "trace");
     MDRT_RETURN_IF_ERROR(T.Procs->agree(Opened));
   }
   if (Step >= Total && Step > 0)
-    T.Log << "note: the run resumed at step " << Step
-          << ", which is not before its last (" << Total
+    T.Log << "note: the run " << (Resumed ? "resumed" : "starts") << " at step "
+          << Step << ", which is not before its last (" << Total
           << "): no step to run\n";
   const int64_t FirstStep = Step;
   int64_t TraceFrom = O.TracePath.empty() ? -1 : Step + 1;

@@ -247,6 +247,8 @@ std::string overwritesInput(const std::string &Flag, const std::string &Path,
       "; writing it would overwrite it (give it a file of its own)";
   if (sameFile(Path, Plan))
     return Head + "the plan mdrun runs" + Tail;
+  if (!T.InitFrom.empty() && sameFile(Path, T.InitFrom))
+    return Head + "the checkpoint of --init-from" + Tail;
   fs::path Parent = fs::path(Path).parent_path();
   if (Parent.empty())
     Parent = ".";
@@ -460,6 +462,11 @@ static int mdrunMain(int argc, char **argv) {
        "an integer from 0 to 2147483647"},
       {"resume", nullptr, "continue from the latest checkpoint",
        [&](const std::string &) { return T.Resume = true; }},
+      {"init-from", "FILE",
+       "start from a checkpoint's variables, by name (one of another "
+       "deployment of the model too)",
+       [&](const std::string &V) { return !(T.InitFrom = V).empty(); },
+       "a checkpoint file"},
       {"soft-placement", nullptr,
        "run GPU devices the machine lacks on the CPU",
        [&](const std::string &) { return T.Exec.SoftPlacement = true; }},

@@ -76,6 +76,13 @@ struct TrainOptions {
   int KeepCheckpoints = 3;
   /// Continue from the latest checkpoint in CheckpointDir.
   bool Resume = false;
+  /// Start from the variables of this checkpoint, whatever plan wrote it
+  /// (another deployment of the model): every variable of the plan that it
+  /// holds, the global step among them, the others as initialized; the
+  /// data continues where it stopped when it was written on the same data
+  /// (and seed and order), else from the beginning. With Resume, only when
+  /// CheckpointDir has no checkpoint yet.
+  std::string InitFrom;
   /// Testing: raise SIGKILL right after this step (-1: never).
   int64_t KillAtStep = -1;
   /// Testing: raise SIGTERM as this step ends (-1: never); with mdrun's
