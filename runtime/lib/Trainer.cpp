@@ -757,6 +757,16 @@ Status Trainer::Impl::loadInitial(int64_t &Step, DataPosition &Position,
                                   std::vector<std::vector<uint8_t>> &Values,
                                   std::vector<uint8_t> &Present) {
   const std::string &Path = Opts.InitFrom;
+  // A checkpoint directory, where its file was meant: name that file.
+  std::error_code Ec;
+  if (std::filesystem::is_directory(Path, Ec)) {
+    auto Latest = latestCheckpoint(Path);
+    return Status::error("--init-from '" + Path +
+                         "' is a directory; give a checkpoint file" +
+                         (Latest.isOk() && !Latest->empty()
+                              ? " (its latest is '" + *Latest + "')"
+                              : std::string(" (it holds no checkpoint)")));
+  }
   auto C = readCheckpoint(Path);
   if (!C.isOk())
     return C.status();
