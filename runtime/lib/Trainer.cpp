@@ -793,13 +793,8 @@ Status Trainer::Impl::loadInitial(int64_t &Step, DataPosition &Position,
     return Status::error("--init-from: checkpoint '" + Path +
                          "' holds none of the plan's trainable variables "
                          "(is it another model's?)");
-  size_t Unused = C->Tensors.size();
-  for (const CheckpointTensor &T : C->Tensors)
-    for (const VariableInfo &V : Exec->variables())
-      if (V.Name == T.Name) {
-        --Unused;
-        break;
-      }
+  // (A checkpoint names each tensor once.)
+  size_t Unused = C->Tensors.size() - Restored;
   Step = C->State.Step;
   // The data continues only where the order is the one the checkpoint's
   // run had: the same examples, seed, shuffling and scaling.

@@ -104,8 +104,7 @@ done
 # The numpy check's plans (as test/mdrun/numpy-reference.test's, for one
 # GPU): the MLP, the CNN without dropout and 32 wide, and the ResNet, in
 # float64 and float32.
-sed -e 's/"rate" f: 0.4/"rate" f: 0/' -e 's/shape: \[3136, 1024\]/shape: [3136, 32]/' \
-  -e 's/shape: \[1024\]/shape: [32]/' -e 's/shape: \[1024, 10\]/shape: [32, 10]/' \
+sed -f "$ROOT/test/mdrun/Inputs/reference_cnn.sed" \
   "$ROOT/examples/tf_tutorial_cnn.mdg" > "$OUT/numpy/cnn.mdg"
 python3 "$ROOT/tools/gpu/float64_model.py" "$ROOT/examples/fashion_mlp.mdg" \
   "$OUT/numpy/mlp64.mdg" > /dev/null

@@ -852,7 +852,7 @@ static int runReplica(const std::string &PlanPath, TrainOptions &T, bool Quiet,
     std::cout << "done: " << steps(R.StepsRun) << " in " << std::setprecision(3)
               << R.Seconds << std::setprecision(6) << " s ("
               << int64_t(R.ExamplesPerSecond) << " examples/s)";
-  else // A resume at the last step: no time or rate to speak of.
+  else // A run that starts at its last step: no time or rate to speak of.
     std::cout << "done: no step to run";
   if (R.StepsRun != R.Steps)
     std::cout << ", global step " << R.Steps;
