@@ -10,7 +10,10 @@
 
 #include "StopSignal.h"
 
+#include <cassert>
 #include <cerrno>
+#include <cfloat>
+#include <charconv>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -79,15 +82,21 @@ std::string jsonString(const std::string &S) {
   return R + '"';
 }
 
-/// \p V as a JSON number with 9 significant digits (a float32's round
-/// trip; 6 fixed decimals made 1e-7 zero), null when not finite (JSON has
-/// no NaN or infinity).
-std::string jsonNumber(double V) {
+/// \p V as a JSON number with the fewest digits that read back to it at the
+/// precision of \p Precision (at most 9 significant digits for Float32,
+/// which rounds \p V to a float first, and 17 for Float64); null when not
+/// finite (JSON has no NaN or infinity).
+std::string jsonNumber(double V, DType Precision) {
   if (!std::isfinite(V))
     return "null";
   char Buf[64];
-  snprintf(Buf, sizeof(Buf), "%.9g", V);
-  return Buf;
+  std::to_chars_result R;
+  if (Precision == DType::Float32 && std::fabs(V) <= FLT_MAX)
+    R = std::to_chars(Buf, Buf + sizeof(Buf), float(V));
+  else
+    R = std::to_chars(Buf, Buf + sizeof(Buf), V);
+  assert(R.ec == std::errc() && "64 bytes hold any double");
+  return std::string(Buf, R.ptr);
 }
 
 std::string duration(double S) {
@@ -387,6 +396,8 @@ Status Trainer::Impl::evaluate(int64_t Step,
       It.isOk() ? Status::ok() : It.status().withContext("evaluation data")));
   int64_t Total = 0;
   std::map<std::string, double> Sums;
+  // Each output's type: the metrics file writes its digits.
+  std::map<std::string, DType> Types;
   std::vector<OutputValue> Outs;
   // Every process evaluates its shard of each batch; the eval program has
   // no collectives, so a process that fails stops early and the others
@@ -433,6 +444,7 @@ Status Trainer::Impl::evaluate(int64_t Step,
       // Every process has every key, also one whose batches were all
       // padding: the sums below are summed over the processes key by key.
       double &Sum = Sums[O.Name];
+      Types[O.Name] = O.Type.Type;
       if (O.Kind == fb::OutputKind::Metric &&
           (O.Values.size() > 1 || Rows == 1)) {
         // Per-example values: the padding rows do not count.
@@ -467,7 +479,9 @@ Status Trainer::Impl::evaluate(int64_t Step,
                      ",\"eval_examples\":" + std::to_string(Total);
   for (auto &[K, V] : Out) {
     Line += " " + K + " " + formatEvalValue(K, V);
-    JSON += "," + jsonString("eval_" + K) + ":" + jsonNumber(V);
+    auto Type = Types.find(K);
+    JSON += "," + jsonString("eval_" + K) + ":" +
+            jsonNumber(V, Type == Types.end() ? DType::Float32 : Type->second);
   }
   Log << Line << " (" << Total << " examples)" << std::endl;
   metricsLine(JSON + "}");
@@ -1299,13 +1313,13 @@ Status Trainer::run(TrainResult &R) {
   // next, and the time and step of the last.
   int64_t StopCheckAt = Step + StopCheckFirstSteps, MetAtStep = Step;
   double MetAt = seconds();
-  // The digits that read back to the loss's value: 9 for float32, 17 for
-  // float64 (--print-losses).
-  int LossDigits = 9;
-  auto LossOf = [&LossDigits](const std::vector<OutputValue> &Outs) {
+  // The loss's type: --print-losses prints the digits that read back to its
+  // value (9 for float32, 17 for float64), the metrics file the fewest.
+  DType LossType = DType::Float32;
+  auto LossOf = [&LossType](const std::vector<OutputValue> &Outs) {
     for (const OutputValue &V : Outs)
       if (V.Kind == fb::OutputKind::Loss && !V.Values.empty()) {
-        LossDigits = V.Type.Type == DType::Float64 ? 17 : 9;
+        LossType = V.Type.Type;
         return V.Values[0];
       }
     return double(NAN);
@@ -1333,7 +1347,8 @@ Status Trainer::run(TrainResult &R) {
     auto Count = [&](double Loss) {
       if (O.PrintLosses) {
         char Buf[64];
-        snprintf(Buf, sizeof(Buf), "%.*g", LossDigits, Loss);
+        snprintf(Buf, sizeof(Buf), "%.*g", LossType == DType::Float64 ? 17 : 9,
+                 Loss);
         T.Log << "step " << Step << " loss " << Buf << std::endl;
       }
       if (!std::isfinite(Loss))
@@ -1415,7 +1430,8 @@ Status Trainer::run(TrainResult &R) {
       if (V.Values.empty())
         continue;
       if (V.Kind == fb::OutputKind::Summary) {
-        SummaryJSON += "," + jsonString(V.Name) + ":" + jsonNumber(V.Values[0]);
+        SummaryJSON += "," + jsonString(V.Name) + ":" +
+                       jsonNumber(V.Values[0], V.Type.Type);
       } else if (V.Kind == fb::OutputKind::Histogram) {
         // The values' range and mean (Ops.md, HistogramSummary).
         auto [Min, Max] = std::minmax_element(V.Values.begin(), V.Values.end());
@@ -1423,9 +1439,10 @@ Status Trainer::run(TrainResult &R) {
         for (double X : V.Values)
           Sum += X;
         SummaryJSON +=
-            "," + jsonString(V.Name) + ":{\"min\":" + jsonNumber(*Min) +
-            ",\"max\":" + jsonNumber(*Max) +
-            ",\"mean\":" + jsonNumber(Sum / double(V.Values.size())) + "}";
+            "," + jsonString(V.Name) +
+            ":{\"min\":" + jsonNumber(*Min, V.Type.Type) +
+            ",\"max\":" + jsonNumber(*Max, V.Type.Type) + ",\"mean\":" +
+            jsonNumber(Sum / double(V.Values.size()), V.Type.Type) + "}";
       }
     }
     R.LastLoss = Loss;
@@ -1451,10 +1468,11 @@ Status Trainer::run(TrainResult &R) {
             << fixed(double(Step) / double(PerEpoch), 2) << " loss "
             << fixed(LossSum / double(LossCount), 4) << " (" << fixed(Rate, 0)
             << " examples/s)" << std::endl;
-      T.metricsLine("{\"step\":" + std::to_string(Step) +
-                    ",\"loss\":" + jsonNumber(LossSum / double(LossCount)) +
-                    ",\"examples_per_sec\":" + jsonNumber(Rate) + SummaryJSON +
-                    "}");
+      T.metricsLine(
+          "{\"step\":" + std::to_string(Step) +
+          ",\"loss\":" + jsonNumber(LossSum / double(LossCount), LossType) +
+          ",\"examples_per_sec\":" + jsonNumber(Rate, DType::Float32) +
+          SummaryJSON + "}");
       LastLog = Now;
       LastLogStep = Step;
       Paused = 0;
