@@ -1245,6 +1245,11 @@ Status Trainer::run(TrainResult &R) {
         << (PerEpoch == 1 ? " step per epoch)" : " steps per epoch)")
         << std::endl;
 
+  // The state the run starts from, unless it is the checkpoint resumed from
+  // (or the run has no step, and the one at its end is the same).
+  if (O.CheckpointAtStart && Resumed == 0 && Step < Total)
+    MDRT_RETURN_IF_ERROR(T.Procs->agree(T.checkpoint(Step)));
+
   std::vector<OutputValue> Outs;
   // The log window's start (its rate), and the bar's last redraw (it
   // redrew the window's start, so a log line's rate was over the time

@@ -15,7 +15,7 @@
 #             machine's CPU (they agree to the bit);
 #   numpy     the MLP, CNN and ResNet on the GPU against an independent
 #             NumPy implementation (test/mdrun/numpy-reference.test's, from
-#             mdrun's step-1 checkpoint): in float64 the losses to 1e-12,
+#             mdrun's step-0 checkpoint): in float64 the losses to 1e-12,
 #             every tensor after the last step to 1e-10, the evaluation;
 #             in float32 within float32's rounding;
 #   ckdiff    one SGD step of the CNN (both placements; also with
@@ -239,7 +239,7 @@ if want numpy; then
   # numpy-reference.sh runs the `mdrun` on PATH.
   ln -sf "$MDRUN" "$ND/bin/mdrun"
   "$PY" "$CARRY/numpy/cut_test_split.py" "$DATA" "$ND/data" 500 || S=1
-  F32="LOSS_TOL=1e-6 TENSOR_TOL=1e-4 EVAL_TOL=1e-6 EVAL_ACCURACY_TOL=0.002"
+  F32="LOSS_TOL=1e-6 TENSOR_TOL=1e-3 EVAL_TOL=1e-6 EVAL_ACCURACY_TOL=0.002"
   # case: model, plan, steps, batch, float32?, options
   NUMPY_CASES="mlp numpy-mlp 8 64 - --l2=1e-4 --decay-steps=2814 --decay-rate=0.7
 cnn numpy-cnn 4 16 -

@@ -452,6 +452,10 @@ static int mdrunMain(int argc, char **argv) {
       {"checkpoint-every", "N", "checkpoint every N steps (and at the end)",
        [&](const std::string &V) { return parseInt(V, T.CheckpointEvery, 1); },
        "an integer, at least 1"},
+      {"checkpoint-at-start", nullptr,
+       "also checkpoint the state the run starts from (step 0: the "
+       "initial variables)",
+       [&](const std::string &) { return T.CheckpointAtStart = true; }},
       {"keep-checkpoints", "N", "checkpoints to keep (3; 0 all)",
        [&](const std::string &V) {
          bool Ok = parseInt(V, I64, 0, INT_MAX);
@@ -673,6 +677,8 @@ static int mdrunMain(int argc, char **argv) {
     Misuse = "--synthetic-examples needs --synthetic";
   else if (T.CheckpointDir.empty() && T.CheckpointEvery > 0)
     Misuse = "--checkpoint-every needs --checkpoint-dir";
+  else if (T.CheckpointDir.empty() && T.CheckpointAtStart)
+    Misuse = "--checkpoint-at-start needs --checkpoint-dir";
   else if (T.CheckpointDir.empty() && KeepGiven)
     Misuse = "--keep-checkpoints needs --checkpoint-dir";
   else if (T.CheckpointDir.empty() && T.Resume)

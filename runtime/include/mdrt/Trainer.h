@@ -74,6 +74,10 @@ struct TrainOptions {
   /// Write a checkpoint every N steps (0: only at the end).
   int64_t CheckpointEvery = 0;
   int KeepCheckpoints = 3;
+  /// Also checkpoint the state the run starts from, before its first step:
+  /// the initial variables at step 0, or InitFrom's at its step; not when
+  /// it resumes from a checkpoint of its own (that is one already).
+  bool CheckpointAtStart = false;
   /// Continue from the latest checkpoint in CheckpointDir.
   bool Resume = false;
   /// Start from the variables of this checkpoint, whatever plan wrote it

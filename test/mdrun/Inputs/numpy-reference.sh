@@ -1,13 +1,15 @@
 #!/bin/bash
-# One case of numpy-reference.test: trains PLAN (DIR/NAME.mdp) for one step
-# with mdrun, then on to STEPS from that step's checkpoint, runs
-# numpy_reference.py MODEL from the same checkpoint, and compares the
-# losses (1e-12) and the tensors after the last step (1e-10 of each
+# One case of numpy-reference.test: trains PLAN (DIR/NAME.mdp) for STEPS
+# steps with mdrun, checkpointing the state it starts from; runs
+# numpy_reference.py MODEL from that step-0 checkpoint, which it first
+# checks against the model's initializers (--check-initial); and compares
+# the losses (1e-12) and the tensors after the last step (1e-10 of each
 # tensor's largest value), and then the evaluation of the last step's
 # variables over the t10k split of DATA (default: Fashion-MNIST): the
 # accuracy exactly and the mean loss to 1e-12 (the metrics file has every
-# digit of a float64 model's numbers). Prints `== NAME`, `losses: ...`, `tensors after step STEPS:
-# ...` and `evaluation: ...`; exits 1 when any differs.
+# digit of a float64 model's numbers). Prints `== NAME`, `initial state:
+# ...`, `losses: ...`, `tensors after step STEPS: ...` and `evaluation:
+# ...`; exits 1 when any differs.
 #
 # LOSS_TOL, TENSOR_TOL and EVAL_TOL change the three bounds, and
 # EVAL_ACCURACY_TOL lets the accuracies differ (a float32 plan against the
@@ -24,20 +26,18 @@ LOSS_TOL=${LOSS_TOL:-1e-12} TENSOR_TOL=${TENSOR_TOL:-1e-10}
 EVAL_TOL=${EVAL_TOL:-1e-12} EVAL_ACCURACY_TOL=${EVAL_ACCURACY_TOL:-0}
 CK=$DIR/$NAME-ck
 echo "== $NAME"
-rm -rf "$CK"
-RUN=(mdrun "$DIR/$NAME.mdp" --data="$DATA" --no-shuffle
-     --checkpoint-dir="$CK" --log-every=0 --no-progress)
-"${RUN[@]}" --steps=1 --no-eval > /dev/null
-mdrun --print-checkpoint="$CK/ckpt-000000000001.mdck" > "$DIR/$NAME-1.txt"
-rm -f "$DIR/$NAME-metrics.jsonl"
-"${RUN[@]}" --steps="$STEPS" --resume --print-losses \
-  --metrics="$DIR/$NAME-metrics.jsonl" > "$DIR/$NAME-mdrun.log"
+rm -rf "$CK" "$DIR/$NAME-metrics.jsonl"
+mdrun "$DIR/$NAME.mdp" --data="$DATA" --no-shuffle --checkpoint-dir="$CK" \
+  --checkpoint-at-start --log-every=0 --no-progress --steps="$STEPS" \
+  --print-losses --metrics="$DIR/$NAME-metrics.jsonl" > "$DIR/$NAME-mdrun.log"
+mdrun --print-checkpoint="$CK/ckpt-000000000000.mdck" > "$DIR/$NAME-0.txt"
 mdrun --print-checkpoint="$CK/ckpt-$(printf %012d "$STEPS").mdck" \
   > "$DIR/$NAME-last.txt"
-"$NPY" "$HERE/numpy_reference.py" "$MODEL" "$DIR/$NAME-1.txt" "$DATA" \
+"$NPY" "$HERE/numpy_reference.py" "$MODEL" "$DIR/$NAME-0.txt" "$DATA" \
   --steps="$STEPS" --batch="$BATCH" --final="$DIR/$NAME-numpy-last.txt" \
-  --evaluate "$@" > "$DIR/$NAME-numpy.log"
+  --evaluate --check-initial "$@" > "$DIR/$NAME-numpy.log"
 S=0
+grep "^initial state: " "$DIR/$NAME-numpy.log"
 echo -n "losses: "
 "$PY" "$HERE/compare_losses.py" "$LOSS_TOL" "$DIR/$NAME-numpy.log" \
   "$DIR/$NAME-mdrun.log" 2>&1 || S=1

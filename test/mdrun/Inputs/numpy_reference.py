@@ -352,6 +352,46 @@ class Optimizer:
         return var - alpha * slots[0] / (np.sqrt(slots[1]) + a.epsilon)
 
 
+def check_initial(t, slots):
+    """The state of step 0 as the model files define it: the global step 0;
+    biases, betas and moving means zeros, gammas and moving variances
+    ones; every optimizer slot zeros; and the weight matrices and filters
+    drawn from Glorot's uniform distribution (the default initializer):
+    within +-sqrt(6 / (fan_in + fan_out)), where a filter's fans count its
+    window, with the distribution's mean 0 and variance limit^2 / 3 to 5
+    standard errors of the sample's. Prints `initial state: N tensors` or
+    exits with the first that differs."""
+    def fail(name, what):
+        sys.exit("numpy_reference: initial %s %s" % (name, what))
+
+    if t["global_step"] != 0:
+        fail("global_step", "is %s, not 0" % t["global_step"])
+    for name, x in t.items():
+        leaf = name.rsplit("/", 1)[-1]
+        if leaf in slots or leaf in ("biases", "bias", "beta", "moving_mean"):
+            if np.any(x != 0):
+                fail(name, "is not all zeros")
+        elif leaf in ("gamma", "moving_variance"):
+            if np.any(x != 1):
+                fail(name, "is not all ones")
+        elif leaf in ("weights", "kernel"):
+            window = int(np.prod(x.shape[:-2]))
+            fan_in, fan_out = window * x.shape[-2], window * x.shape[-1]
+            limit = np.sqrt(6.0 / (fan_in + fan_out))
+            n, var = x.size, limit ** 2 / 3
+            if np.abs(x).max() > limit:
+                fail(name, "has %.17g, beyond the limit %.17g" % (
+                    np.abs(x).max(), limit))
+            if abs(x.mean()) > 5 * np.sqrt(var / n):
+                fail(name, "has mean %g" % x.mean())
+            # The variance of a uniform sample's variance: 4 limit^4 / 45n.
+            if abs(x.var() - var) > 5 * np.sqrt(4 * limit ** 4 / (45 * n)):
+                fail(name, "has variance %g, not about %g" % (x.var(), var))
+        elif name != "global_step":
+            fail(name, "is not a variable of the examples")
+    print("initial state: %d tensors" % len(t))
+
+
 def evaluate(forward, v, data, batch=100):
     """The evaluation program's means over the t10k split: the loss (the
     models' only loss, without regularization) and the accuracy."""
@@ -396,6 +436,9 @@ def main():
                     "accuracy over the t10k split (batch-norm moving "
                     "averages instead of batch statistics) as "
                     "`eval accuracy A loss L`")
+    ap.add_argument("--check-initial", action="store_true",
+                    help="check that CHECKPOINT is the state of step 0 "
+                    "(check_initial)")
     ap.add_argument("--final", metavar="FILE",
                     help="write the variables and slots after the last "
                     "step there, as mdrun --print-checkpoint prints them")
@@ -404,6 +447,8 @@ def main():
     forward, regularized = MODELS[args.model]
     opt = Optimizer(args)
     step, t = read_checkpoint(args.checkpoint)
+    if args.check_initial:
+        check_initial(t, opt.slots)
     # The variables: the trainable ones are those the model's step gives
     # gradients for, the others state it updates (moving averages).
     slot_names = {k + "/" + s for k in t for s in opt.slots}
