@@ -102,7 +102,7 @@ done
 "$MDPLAN" "$ROOT/examples/fashion_mlp.mdg" --num-clones=2 --gpus-per-worker=2 \
   --strategy=mirrored --global-batch=16 -o "$P/mlp-small-shared.mdp"
 # The numpy check's plans (as test/mdrun/numpy-reference.test's, for one
-# GPU): the MLP, the CNN without dropout and 32 wide, and the ResNet, in
+# GPU): the MLP, the CNN 32 wide (its dropout too), and the ResNet, in
 # float64 and float32.
 sed -f "$ROOT/test/mdrun/Inputs/reference_cnn.sed" \
   "$ROOT/examples/tf_tutorial_cnn.mdg" > "$OUT/numpy/cnn.mdg"

@@ -14,8 +14,9 @@
 #             against the carried CPU losses and at 0 against this
 #             machine's CPU (they agree to the bit);
 #   numpy     the MLP, CNN and ResNet on the GPU against an independent
-#             NumPy implementation (test/mdrun/numpy-reference.test's, from
-#             mdrun's step-0 checkpoint): in float64 the losses to 1e-12,
+#             NumPy implementation (test/mdrun/numpy-reference.test's,
+#             dropout masks included, from mdrun's step-0 checkpoint): in
+#             float64 the losses to 1e-12,
 #             every tensor after the last step to 1e-10, the evaluation;
 #             in float32 within float32's rounding;
 #   ckdiff    one SGD step of the CNN (both placements; also with

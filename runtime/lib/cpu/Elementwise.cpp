@@ -526,7 +526,8 @@ MDRT_CPU_CLONES void dropoutLoop(const T *X, T *Y, T *Mask, uint64_t Seed,
 }
 
 /// y = x * mask; element i is kept when
-/// uniformRandomFloat(seed ^ attr seed, kernel index, step, i) >= rate.
+/// uniformRandomFloat(seed ^ attr seed, hash of the node's name, step, i) >=
+/// rate (dropoutStream).
 template <typename T> class DropoutKernel : public Kernel {
 public:
   Status init(const KernelInfo &I) {

@@ -9,12 +9,13 @@ steps on the same batches, printing each step's loss as
       --batch=B [--clones=N] [--optimizer=sgd|momentum|adam]
       [--learning-rate=LR]
       [--decay-steps=S --decay-rate=R] [--momentum=M] [--nesterov]
-      [--l2=SCALE] [--final=FILE]
+      [--l2=SCALE] [--dropout-rate=R] [--check-initial] [--evaluate]
+      [--final=FILE]
 
 The models are examples/fashion_mlp.mdg, examples/tf_tutorial_cnn.mdg
-(without its dropout, whose masks are mdrun's random draws; any width of
-its dense layer) and examples/fashion_resnet.mdg, written here from what
-the model files and docs/Ops.md say, not from mdrun's code, with
+(any width of its dense layer; its dropout masks drawn as docs/Ops.md
+says, class Dropout) and examples/fashion_resnet.mdg, written here from
+what the model files and docs/Ops.md say, not from mdrun's code, with
 TensorFlow's conventions: NHWC images, HWIO filters, SAME padding (the
 extra row and column after), a Reshape of NHWC flattening row-major,
 softmax cross-entropy averaged over the batch, batch normalization with
@@ -50,11 +51,14 @@ def read_idx(path):
 
 
 def read_checkpoint(path):
-    """The global step and the tensors (float64) of a printed checkpoint."""
-    step, tensors = None, {}
+    """The global step, the run seed and the tensors (float64) of a printed
+    checkpoint."""
+    step, seed, tensors = None, None, {}
     for line in open(path):
         if line.startswith("step "):
             step = int(line.split()[1])
+        elif line.startswith("seed "):
+            seed = int(line.split()[1])
         elif line.startswith("tensor "):
             head, _, values = line.partition(" = ")
             _, name, desc = head.split()
@@ -62,9 +66,52 @@ def read_checkpoint(path):
                      desc[desc.index("[") + 1:-1].split(",") if d]
             tensors[name] = np.array(values.split(),
                                      dtype=np.float64).reshape(shape)
-    if step is None or not tensors:
-        sys.exit("numpy_reference: no step or no tensors in " + path)
-    return step, tensors
+    if step is None or seed is None or not tensors:
+        sys.exit("numpy_reference: no step, seed or tensors in " + path)
+    return step, seed, tensors
+
+
+MASK64 = (1 << 64) - 1
+
+
+def mix_bits(z):
+    """splitmix64's finalizer on uint64 arrays (wrapping arithmetic)."""
+    z = z + np.uint64(0x9e3779b97f4a7c15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
+    return z ^ (z >> np.uint64(31))
+
+
+def fnv1a(name):
+    h = 0xcbf29ce484222325
+    for b in name.encode():
+        h = ((h ^ b) * 0x100000001b3) & MASK64
+    return h
+
+
+class Dropout:
+    """Dropout as docs/Ops.md defines its masks: element i of the node named
+    NAME at global step S (the step's number less one) is kept when
+    uniformRandomFloat(run seed ^ the node's seed, FNV-1a(NAME), S, i) >=
+    rate, that is when the top 24 of splitmix64's nested draw's bits, over
+    2^24, reach the least float32 not below the rate; a kept element is
+    scaled by 1 / (1 - rate)."""
+
+    def __init__(self, run_seed, rate, node_seed=0):
+        self.seed = np.uint64((run_seed ^ node_seed) & MASK64)
+        self.rate = rate
+        t = np.float32(rate)
+        if float(t) < rate:
+            t = np.nextafter(t, np.float32(np.inf))
+        self.threshold = float(t)
+
+    def mask(self, name, step, shape):
+        e = np.arange(int(np.prod(shape)), dtype=np.uint64)
+        bits = mix_bits(self.seed ^ mix_bits(
+            np.uint64(fnv1a(name)) ^ mix_bits(np.uint64(step) ^ mix_bits(e))))
+        u = (bits >> np.uint64(40)).astype(np.float64) / 16777216.0
+        keep = (u >= self.threshold).reshape(shape)
+        return np.where(keep, 1.0 / (1.0 - self.rate), 0.0)
 
 
 def xent(logits, labels):
@@ -88,7 +135,7 @@ def dense_back(h, w, dy):
     return dy @ w.T, h.T @ dy, dy.sum(axis=0)
 
 
-def mlp_forward(v, x, train):
+def mlp_forward(v, x, train, ctx=None):
     """The MLP's logits and the function from their gradient to the
     variables' (the same in training and evaluation)."""
     layers = ["fc1", "fc2", "fc3", "logits"]
@@ -176,8 +223,9 @@ def pool2_back(x_shape, arg, dy):
     return dw.reshape(x_shape)
 
 
-def cnn_forward(v, x, train):
-    """The CNN's logits (no dropout) and their backward function."""
+def cnn_forward(v, x, train, ctx=None):
+    """The CNN's logits and their backward function; in training, the
+    dropout of ctx (a Dropout, the clone's name scope and the step)."""
     n = len(x)
     h0 = x.reshape(n, 28, 28, 1)
     z1, saved1 = conv(h0, v["cnn/conv1/kernel"])
@@ -189,13 +237,18 @@ def cnn_forward(v, x, train):
     f = p2.reshape(n, -1)
     z3 = dense(f, v["cnn/dense/kernel"], v["cnn/dense/bias"])
     h3 = np.maximum(z3, 0)
+    m = 1.0
+    if train:
+        m = ctx["dropout"].mask(ctx["scope"] + "cnn/dropout", ctx["step"],
+                                h3.shape)
+    d3 = h3 * m
 
     def back(dl):
         g = {}
-        dh3, g["cnn/logits/kernel"], g["cnn/logits/bias"] = dense_back(
-            h3, v["cnn/logits/kernel"], dl)
+        dd3, g["cnn/logits/kernel"], g["cnn/logits/bias"] = dense_back(
+            d3, v["cnn/logits/kernel"], dl)
         df, g["cnn/dense/kernel"], g["cnn/dense/bias"] = dense_back(
-            f, v["cnn/dense/kernel"], dh3 * (z3 > 0))
+            f, v["cnn/dense/kernel"], dd3 * m * (z3 > 0))
         dz2 = pool2_back(z2.shape, arg2, df.reshape(p2.shape)) * (z2 > 0)
         g["cnn/conv2/bias"] = dz2.sum(axis=(0, 1, 2))
         dp1, g["cnn/conv2/kernel"] = conv_back(saved2, v["cnn/conv2/kernel"],
@@ -206,7 +259,7 @@ def cnn_forward(v, x, train):
                                              dz1, need_dx=False)
         return g
 
-    return dense(h3, v["cnn/logits/kernel"], v["cnn/logits/bias"]), back
+    return dense(d3, v["cnn/logits/kernel"], v["cnn/logits/bias"]), back
 
 
 def cnn_regularized(v):
@@ -249,7 +302,7 @@ def conv_bn(v, prefix, x, stride, train):
     return xhat * gamma + v[bn + "beta"], back
 
 
-def resnet_forward(v, x, train):
+def resnet_forward(v, x, train, ctx=None):
     """The residual network's logits and their backward function."""
     n = len(x)
 
@@ -436,6 +489,8 @@ def main():
                     "accuracy over the t10k split (batch-norm moving "
                     "averages instead of batch statistics) as "
                     "`eval accuracy A loss L`")
+    ap.add_argument("--dropout-rate", type=float, default=0.4,
+                    help="the CNN's dropout rate (the model's: 0.4)")
     ap.add_argument("--check-initial", action="store_true",
                     help="check that CHECKPOINT is the state of step 0 "
                     "(check_initial)")
@@ -446,7 +501,8 @@ def main():
 
     forward, regularized = MODELS[args.model]
     opt = Optimizer(args)
-    step, t = read_checkpoint(args.checkpoint)
+    step, seed, t = read_checkpoint(args.checkpoint)
+    dropout = Dropout(seed, args.dropout_rate)
     if args.check_initial:
         check_initial(t, opt.slots)
     # The variables: the trainable ones are those the model's step gives
@@ -467,8 +523,10 @@ def main():
         loss, g = 0.0, {}
         n = args.batch // args.clones
         for c in range(args.clones):
+            ctx = {"dropout": dropout, "step": step,
+                   "scope": "clone_%d/" % c if args.clones > 1 else ""}
             logits, back = forward(v if c == 0 else dict(v),
-                                   x[c * n:(c + 1) * n], True)
+                                   x[c * n:(c + 1) * n], True, ctx)
             clone_loss, dl = xent(logits, y[c * n:(c + 1) * n])
             loss += clone_loss / args.clones
             for k, gk in back(dl / args.clones).items():
