@@ -740,13 +740,15 @@ Expected<PlanBytes> Emitter::emit() {
     for (Prog &P : Progs)
       if (uint32_t Id = P.findBuf({V, 0}); Id != Prog::NoBuffer)
         Buf = Id;
+    // infer-shapes, which the emitter needs, completed the attributes with
+    // the registry's defaults (Ops.cpp): none is missing here.
+    assert(A.has("initializer") && A.has("init_max") && A.has("trainable") &&
+           "a variable's attributes are completed by infer-shapes");
     VarOffs.push_back(FB.recent(fb::CreateVariable(
-        FB, nodeName(*V), Buf,
-        initKind(A.getString("initializer", "glorot_uniform")),
+        FB, nodeName(*V), Buf, initKind(A.getString("initializer")),
         A.getFloat("init_value"), A.getFloat("init_mean"),
-        A.getFloat("init_stddev", 1.0), A.getFloat("init_min", -0.05),
-        A.getFloat("init_max", 0.05), Stream, A.getBool("trainable", true),
-        MirrorOf)));
+        A.getFloat("init_stddev"), A.getFloat("init_min"),
+        A.getFloat("init_max"), Stream, A.getBool("trainable"), MirrorOf)));
     std::string Type = V->getOutputType(0).str();
     size_t Size = Name.size() + 1 + Type.size();
     char *Text = SigAlloc.Allocate<char>(Size);
