@@ -14,6 +14,8 @@
 # LOSS_TOL, TENSOR_TOL and EVAL_TOL change the three bounds, and
 # EVAL_ACCURACY_TOL lets the accuracies differ (a float32 plan against the
 # float64 reference: a near tie of two logits may go either way).
+# PLAN names the plan instead (`DIR/r{replica}.mdp`), and LAUNCH a command
+# that starts mdrun (`mpirun -n 2`, which may quote its arguments).
 #
 #   [DATA=DIR] numpy-reference.sh DIR NUMPY_PYTHON PYTHON DIFF_CHECKPOINTS \
 #       MODEL NAME STEPS BATCH [numpy_reference.py options...]
@@ -27,9 +29,10 @@ EVAL_TOL=${EVAL_TOL:-1e-12} EVAL_ACCURACY_TOL=${EVAL_ACCURACY_TOL:-0}
 CK=$DIR/$NAME-ck
 echo "== $NAME"
 rm -rf "$CK" "$DIR/$NAME-metrics.jsonl"
-mdrun "$DIR/$NAME.mdp" --data="$DATA" --no-shuffle --checkpoint-dir="$CK" \
-  --checkpoint-at-start --log-every=0 --no-progress --steps="$STEPS" \
-  --print-losses --metrics="$DIR/$NAME-metrics.jsonl" > "$DIR/$NAME-mdrun.log"
+RUN=(mdrun "${PLAN:-$DIR/$NAME.mdp}" --data="$DATA" --no-shuffle
+     --checkpoint-dir="$CK" --checkpoint-at-start --log-every=0 --no-progress
+     --steps="$STEPS" --print-losses --metrics="$DIR/$NAME-metrics.jsonl")
+eval "${LAUNCH:-}"' "${RUN[@]}"' > "$DIR/$NAME-mdrun.log"
 mdrun --print-checkpoint="$CK/ckpt-000000000000.mdck" > "$DIR/$NAME-0.txt"
 mdrun --print-checkpoint="$CK/ckpt-$(printf %012d "$STEPS").mdck" \
   > "$DIR/$NAME-last.txt"

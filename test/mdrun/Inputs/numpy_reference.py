@@ -473,6 +473,10 @@ def main():
                     help="examples of a step, over all clones")
     ap.add_argument("--clones", type=int, default=1,
                     help="clones sharing each batch in equal slices")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="processes (mirrored replicas, --clones each) "
+                    "sharing each batch in equal shards, replica r's run "
+                    "seed XORed with FNV-1a('mdrt.replica.r') for r > 0")
     ap.add_argument("--optimizer", choices=sorted(Optimizer.SLOTS),
                     default="adam")
     ap.add_argument("--learning-rate", type=float, default=1e-3)
@@ -502,7 +506,9 @@ def main():
     forward, regularized = MODELS[args.model]
     opt = Optimizer(args)
     step, seed, t = read_checkpoint(args.checkpoint)
-    dropout = Dropout(seed, args.dropout_rate)
+    # Each replica's dropout: its run seed (docs/Ops.md, Dropout).
+    dropouts = [Dropout(seed if r == 0 else seed ^ fnv1a("mdrt.replica.%d" % r),
+                        args.dropout_rate) for r in range(args.replicas)]
     if args.check_initial:
         check_initial(t, opt.slots)
     # The variables: the trainable ones are those the model's step gives
@@ -519,17 +525,21 @@ def main():
         y = labels[lo:lo + args.batch].astype(np.int64)
         # model_deploy's clones: each a slice of the batch (its own batch
         # statistics), its loss scaled by 1 / clones, the gradients summed;
-        # the update ops (moving averages) the first clone's only.
+        # the update ops (moving averages) the first clone's only. Replicas:
+        # each a shard of the batch (its clones' slices), the gradients
+        # averaged over them (docs/Passes.md, scale-losses).
         loss, g = 0.0, {}
-        n = args.batch // args.clones
-        for c in range(args.clones):
-            ctx = {"dropout": dropout, "step": step,
+        parts = args.replicas * args.clones
+        n = args.batch // parts
+        for p in range(parts):
+            r, c = divmod(p, args.clones)
+            ctx = {"dropout": dropouts[r], "step": step,
                    "scope": "clone_%d/" % c if args.clones > 1 else ""}
-            logits, back = forward(v if c == 0 else dict(v),
-                                   x[c * n:(c + 1) * n], True, ctx)
-            clone_loss, dl = xent(logits, y[c * n:(c + 1) * n])
-            loss += clone_loss / args.clones
-            for k, gk in back(dl / args.clones).items():
+            logits, back = forward(v if p == 0 else dict(v),
+                                   x[p * n:(p + 1) * n], True, ctx)
+            clone_loss, dl = xent(logits, y[p * n:(p + 1) * n])
+            loss += clone_loss / parts
+            for k, gk in back(dl / parts).items():
                 g[k] = g[k] + gk if k in g else gk
         for k in regularized(v):
             loss += args.l2 * (v[k] ** 2).sum() / 2
