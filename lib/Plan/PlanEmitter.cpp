@@ -740,15 +740,22 @@ Expected<PlanBytes> Emitter::emit() {
     for (Prog &P : Progs)
       if (uint32_t Id = P.findBuf({V, 0}); Id != Prog::NoBuffer)
         Buf = Id;
-    // infer-shapes, which the emitter needs, completed the attributes with
-    // the registry's defaults (Ops.cpp): none is missing here.
-    assert(A.has("initializer") && A.has("init_max") && A.has("trainable") &&
-           "a variable's attributes are completed by infer-shapes");
+    // The model readers and builders complete the attributes with the
+    // registry's defaults (verifyAndCompleteAttrs); a node a library caller
+    // made by hand may lack them, and gets the same defaults here.
+    auto Given = [&](StringRef Attr) -> const mdplan::Attr & {
+      if (const mdplan::Attr *X = A.get(Attr))
+        return *X;
+      const AttrDef *D = V->getOp().findAttr(Attr);
+      assert(D && D->Default && "a Variable attribute without a default");
+      return *D->Default;
+    };
     VarOffs.push_back(FB.recent(fb::CreateVariable(
-        FB, nodeName(*V), Buf, initKind(A.getString("initializer")),
-        A.getFloat("init_value"), A.getFloat("init_mean"),
-        A.getFloat("init_stddev"), A.getFloat("init_min"),
-        A.getFloat("init_max"), Stream, A.getBool("trainable"), MirrorOf)));
+        FB, nodeName(*V), Buf, initKind(Given("initializer").getString()),
+        Given("init_value").getFloat(), Given("init_mean").getFloat(),
+        Given("init_stddev").getFloat(), Given("init_min").getFloat(),
+        Given("init_max").getFloat(), Stream, Given("trainable").getBool(),
+        MirrorOf)));
     std::string Type = V->getOutputType(0).str();
     size_t Size = Name.size() + 1 + Type.size();
     char *Text = SigAlloc.Allocate<char>(Size);

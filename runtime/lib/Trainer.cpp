@@ -210,13 +210,13 @@ struct Trainer::Impl {
   Status evaluate(int64_t Step, std::map<std::string, double> &Out);
   Status checkpoint(int64_t Step);
   Status prepareCheckpointDir();
-  Status resume(int64_t &Step);
+  Status resume(int64_t &Step, bool &Resumed);
   Status loadLatest(int64_t &Step, DataPosition &Position, bool &Found,
                     std::vector<std::vector<uint8_t>> &Values);
   Status loadInitial(int64_t &Step, DataPosition &Position,
                      std::vector<std::vector<uint8_t>> &Values,
                      std::vector<uint8_t> &Present);
-  Status restore(bool Lead, int64_t &Step, DataPosition Position,
+  Status restore(bool &Lead, int64_t &Step, DataPosition Position,
                  std::vector<std::vector<uint8_t>> &Values,
                  std::vector<uint8_t> Present);
   Status initFrom(int64_t &Step);
@@ -750,7 +750,8 @@ Status Trainer::Impl::loadLatest(int64_t &Step, DataPosition &Position,
   return Status::ok();
 }
 
-Status Trainer::Impl::resume(int64_t &Step) {
+/// \p Resumed: whether replica 0 found a checkpoint (on every process).
+Status Trainer::Impl::resume(int64_t &Step, bool &Resumed) {
   // Replica 0 reads the checkpoint and hands it to the other processes,
   // which need not see the same file system.
   std::vector<std::vector<uint8_t>> Values(Exec->variables().size());
@@ -760,8 +761,10 @@ Status Trainer::Impl::resume(int64_t &Step) {
   if (isLead())
     Loaded = loadLatest(Step, Position, Found, Values);
   MDRT_RETURN_IF_ERROR(Procs->agree(Loaded));
-  return restore(Found, Step, Position, Values,
-                 std::vector<uint8_t>(Values.size(), 1));
+  MDRT_RETURN_IF_ERROR(restore(Found, Step, Position, Values,
+                               std::vector<uint8_t>(Values.size(), 1)));
+  Resumed = Found;
+  return Status::ok();
 }
 
 /// Replica 0's part of --init-from: the checkpoint's step, the variables it
@@ -844,17 +847,20 @@ Status Trainer::Impl::initFrom(int64_t &Step) {
     Loaded = loadInitial(Step, Position, Values, Present);
   MDRT_RETURN_IF_ERROR(Procs->agree(Loaded));
   MDRT_RETURN_IF_ERROR(Procs->broadcast(Present.data(), Present.size(), 0));
-  return restore(true, Step, Position, Values, std::move(Present));
+  bool Lead = true;
+  return restore(Lead, Step, Position, Values, std::move(Present));
 }
 
 /// Every process's part of a resume or an --init-from: replica 0's step,
 /// data position and variables (those \p Present), when \p Lead says
-/// replica 0 found some, written into this process's devices.
-Status Trainer::Impl::restore(bool Lead, int64_t &Step, DataPosition Position,
+/// replica 0 found some (replica 0's \p Lead on return, on every process),
+/// written into this process's devices.
+Status Trainer::Impl::restore(bool &Lead, int64_t &Step, DataPosition Position,
                               std::vector<std::vector<uint8_t>> &Values,
                               std::vector<uint8_t> Present) {
   int64_t Header[4] = {Lead, Step, Position.Epoch, Position.Index};
   MDRT_RETURN_IF_ERROR(Procs->broadcast(Header, sizeof(Header), 0));
+  Lead = Header[0] != 0;
   if (!Header[0])
     return Status::ok();
   Step = Header[1];
@@ -995,9 +1001,11 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
       // loads no test data.
       {"test data (--data, --synthetic, --synthetic-examples)",
        dataDigest(EvalData.get())},
-      {"checkpoints (--checkpoint-dir, --checkpoint-every, --resume)",
+      {"checkpoints (--checkpoint-dir, --checkpoint-every, --resume, "
+       "--checkpoint-at-start)",
        uint64_t(!Opts.CheckpointDir.empty()) | uint64_t(Opts.Resume) << 1 |
-           uint64_t(Opts.CheckpointEvery) << 2},
+           uint64_t(Opts.CheckpointAtStart) << 2 |
+           uint64_t(Opts.CheckpointEvery) << 3},
       // The workers of a ps-strategy run meet where they log.
       {"--log-every (the workers of a ps-strategy run meet to log)",
        RemoteVariables ? uint64_t(Opts.LogEvery) : 0},
@@ -1215,12 +1223,15 @@ Status Trainer::run(TrainResult &R) {
   MDRT_RETURN_IF_ERROR(T.Procs->agree(Countable));
   MDRT_RETURN_IF_ERROR(T.checkAgreement(Total));
   int64_t Step = 0;
+  // Whether the run continues from a checkpoint of its own.
+  bool FromOwn = false;
   if (O.Resume)
-    MDRT_RETURN_IF_ERROR(T.resume(Step));
+    MDRT_RETURN_IF_ERROR(T.resume(Step, FromOwn));
   // --init-from starts a run: with --resume, only one that has no
-  // checkpoint yet (a restarted run continues from its own).
+  // checkpoint yet (a restarted run continues from its own, also one of
+  // step 0 that --checkpoint-at-start wrote).
   const int64_t Resumed = Step;
-  if (!O.InitFrom.empty() && (!O.Resume || Step == 0))
+  if (!O.InitFrom.empty() && !FromOwn)
     MDRT_RETURN_IF_ERROR(T.initFrom(Step));
   {
     // The metrics of the run resumed (none of an --init-from's source).
@@ -1247,7 +1258,7 @@ Status Trainer::run(TrainResult &R) {
 
   // The state the run starts from, unless it is the checkpoint resumed from
   // (or the run has no step, and the one at its end is the same).
-  if (O.CheckpointAtStart && Resumed == 0 && Step < Total)
+  if (O.CheckpointAtStart && !FromOwn && Step < Total)
     MDRT_RETURN_IF_ERROR(T.Procs->agree(T.checkpoint(Step)));
 
   std::vector<OutputValue> Outs;

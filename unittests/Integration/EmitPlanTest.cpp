@@ -110,4 +110,49 @@ loss: "loss"
   EXPECT_EQ((*Plan)->plan().fingerprint(), Expected);
 }
 
+TEST(EmitPlanTest, VariableWithoutInitializerAttributesGetsTheDefaults) {
+  // A variable a library caller left without its initializer attributes
+  // (the readers and builders complete them; verify checks a completed
+  // copy and keeps the node's own): the plan says what the registry's
+  // defaults say, glorot_uniform, trainable, the uniform range +-0.05.
+  const char *Text = R"(
+name: "Bare"
+training { batch_size: 4 optimizer { kind: SGD learning_rate: 0.1 } }
+node { name: "x" op: "Input" data { feature: "x" shape: [3] } }
+node { name: "y" op: "Input" data { feature: "y" shape: [1] } }
+node { name: "w" op: "Variable" variable { shape: [3, 1] } }
+node { name: "mm" op: "MatMul" input: "x" input: "w" }
+node { name: "s" op: "Sigmoid" input: "mm" }
+node { name: "l" op: "LogLoss" input: "s" input: "y" }
+node { name: "loss" op: "Mean" input: "l" }
+loss: "loss"
+)";
+  auto G = readModelBuffer(Text, "bare.mdg", {});
+  ASSERT_TRUE(bool(G)) << errorMessage(G.takeError());
+  Node *W = (*G)->lookup("w");
+  ASSERT_TRUE(W);
+  AttrDict Bare;
+  Bare.set("shape", *W->attrs().get("shape"));
+  Bare.set("dtype", *W->attrs().get("dtype"));
+  W->attrs() = Bare;
+
+  DeploymentConfig Config;
+  Config.CloneOnCPU = true;
+  PassContext Ctx(Config);
+  auto C = compileModel(std::move(*G), Ctx, CompileOptions());
+  ASSERT_TRUE(bool(C)) << errorMessage(C.takeError());
+  auto Plan = mdrt::PlanFile::fromBytes(C->Plan.toVector(), "bare.mdp");
+  ASSERT_TRUE(Plan.isOk()) << Plan.status().message();
+  const mdplan::plan::Variable *V = nullptr;
+  for (const mdplan::plan::Variable *X : *(*Plan)->plan().variables())
+    if (X->name()->str() == "w")
+      V = X;
+  ASSERT_TRUE(V);
+  EXPECT_EQ(V->init(), mdplan::plan::InitKind::GlorotUniform);
+  EXPECT_TRUE(V->trainable());
+  EXPECT_EQ(V->stddev(), 1.0);
+  EXPECT_EQ(V->minval(), -0.05);
+  EXPECT_EQ(V->maxval(), 0.05);
+}
+
 } // namespace
