@@ -175,25 +175,46 @@ void usage(const std::vector<Option> &Opts, std::ostream &OS) {
   }
 }
 
-/// Prints a checkpoint: its state, then each tensor with its values.
-int printCheckpoint(const std::string &Path) {
+/// Prints the state of checkpoint \p C, read from \p Path.
+void printCheckpointState(const std::string &Path, const Checkpoint &C) {
+  char Hex[32];
+  snprintf(Hex, sizeof(Hex), "0x%016llx",
+           (unsigned long long)C.State.PlanFingerprint);
+  std::cout << "checkpoint " << Path << "\nformat version " << C.Version
+            << "\nfingerprint " << Hex << "\nstep " << C.State.Step << "\ndata "
+            << C.State.Data.str() << "\nseed " << C.State.Seed << '\n';
+  if (C.State.DataExamples >= 0)
+    std::cout << "training data " << C.State.DataExamples << " examples"
+              << (C.State.Synthetic ? " (synthetic)" : "") << ", "
+              << (C.State.Shuffled ? "shuffled" : "in order")
+              << (C.State.RawBytes ? ", bytes unscaled" : "") << '\n';
+}
+
+/// Prints a checkpoint: its state, then each tensor with its values, or
+/// with \p Summary a line of statistics per tensor.
+int printCheckpoint(const std::string &Path, bool Summary) {
   auto C = readCheckpoint(Path);
   if (!C.isOk()) {
     errorStream() << "mdrun: error: " << C.status().message() << '\n';
     return 1;
   }
-  char Hex[32];
-  snprintf(Hex, sizeof(Hex), "0x%016llx",
-           (unsigned long long)C->State.PlanFingerprint);
-  std::cout << "checkpoint " << Path << "\nformat version " << C->Version
-            << "\nfingerprint " << Hex << "\nstep " << C->State.Step
-            << "\ndata " << C->State.Data.str() << "\nseed " << C->State.Seed
-            << '\n';
-  if (C->State.DataExamples >= 0)
-    std::cout << "training data " << C->State.DataExamples << " examples"
-              << (C->State.Synthetic ? " (synthetic)" : "") << ", "
-              << (C->State.Shuffled ? "shuffled" : "in order")
-              << (C->State.RawBytes ? ", bytes unscaled" : "") << '\n';
+  printCheckpointState(Path, *C);
+  if (Summary) {
+    for (const CheckpointTensor &T : C->Tensors) {
+      TensorSummary S = summarizeTensor(T);
+      char Buf[160];
+      snprintf(Buf, sizeof(Buf), "min %.6g max %.6g mean %.6g rms %.6g", S.Min,
+               S.Max, S.Mean, S.Rms);
+      std::cout << "tensor " << T.Name << ' ' << T.Desc.str() << ": " << Buf
+                << " zeros " << S.Zeros;
+      if (S.NaNs)
+        std::cout << " nan " << S.NaNs;
+      if (S.Infinities)
+        std::cout << " inf " << S.Infinities;
+      std::cout << '\n';
+    }
+    return 0;
+  }
   for (const CheckpointTensor &T : C->Tensors) {
     std::cout << "tensor " << T.Name << ' ' << T.Desc.str() << " =";
     size_t N = size_t(T.Desc.numElements());
@@ -306,7 +327,8 @@ constexpr int UsageMeetingSeconds = 30;
 /// What a process of a launch does once it has read its command line.
 enum class LaunchRole {
   Run,      ///< runs its plan
-  NoRun,    ///< --help, --version, --print-checkpoint, --dump-plan
+  NoRun,    ///< --help, --version, --print-checkpoint, --checkpoint-summary,
+            ///< --dump-plan
   BadUsage, ///< a command-line error
 };
 
@@ -374,7 +396,7 @@ static int mdrunMain(int argc, char **argv) {
     return 2;
   };
   TrainOptions T;
-  std::string PlanPath, PrintCheckpoint;
+  std::string PlanPath, PrintCheckpoint, SummarizeCheckpoint;
   bool DumpPlan = false, Help = false, Version = false, Quiet = false,
        KeepGiven = false, SyntheticExamplesGiven = false;
   int64_t I64 = 0;
@@ -516,6 +538,10 @@ static int mdrunMain(int argc, char **argv) {
       {"print-checkpoint", "FILE", "print a checkpoint's state and tensors",
        [&](const std::string &V) { return !(PrintCheckpoint = V).empty(); },
        "a checkpoint file"},
+      {"checkpoint-summary", "FILE",
+       "print a checkpoint's state and per tensor its range, mean and RMS",
+       [&](const std::string &V) { return !(SummarizeCheckpoint = V).empty(); },
+       "a checkpoint file"},
       {"dump-plan", nullptr, "print the plan as text and exit",
        [&](const std::string &) { return DumpPlan = true; }},
       {"quiet", nullptr, "print only the final result",
@@ -614,12 +640,17 @@ static int mdrunMain(int argc, char **argv) {
         return "--" + G;
     return "";
   };
-  if (!Help && !Version && !PrintCheckpoint.empty()) {
+  for (auto [Flag, Path] : {std::pair<const char *, const std::string &>{
+                                "print-checkpoint", PrintCheckpoint},
+                            {"checkpoint-summary", SummarizeCheckpoint}}) {
+    if (Help || Version || Path.empty())
+      continue;
     std::string Other =
-        !PlanPath.empty() ? "'" + PlanPath + "'" : Besides("print-checkpoint");
+        !PlanPath.empty() ? "'" + PlanPath + "'" : Besides(Flag);
     if (!Other.empty())
-      return UsageError("--print-checkpoint prints a checkpoint and runs "
-                        "nothing: give it alone (not with " +
+      return UsageError(std::string("--") + Flag +
+                        " prints a checkpoint and runs nothing: give it "
+                        "alone (not with " +
                         Other + ")");
   }
   if (!Help && !Version && DumpPlan && !Besides("dump-plan").empty())
@@ -631,6 +662,7 @@ static int mdrunMain(int argc, char **argv) {
       return UsageError("'" + Path + "' has '" + Typo +
                         "': the placeholder of the replica is '{replica}'");
   // A process that runs no plan (--help, --version, --print-checkpoint,
+  // --checkpoint-summary,
   // --dump-plan) meets the others under a launcher, so that one given a
   // plan does not wait for it (meetLaunch). \p Code is its own status.
   auto EndWithoutRun = [&](int Code, const char *Flag) {
@@ -658,8 +690,11 @@ static int mdrunMain(int argc, char **argv) {
     return EndWithoutRun(0, "--version");
   }
   if (!PrintCheckpoint.empty())
-    return EndWithoutRun(printCheckpoint(PrintCheckpoint),
+    return EndWithoutRun(printCheckpoint(PrintCheckpoint, /*Summary=*/false),
                          "--print-checkpoint");
+  if (!SummarizeCheckpoint.empty())
+    return EndWithoutRun(printCheckpoint(SummarizeCheckpoint, /*Summary=*/true),
+                         "--checkpoint-summary");
   if (PlanPath.empty()) {
     return UsageError("no plan given (mdrun PLAN --data=DIR)");
   }

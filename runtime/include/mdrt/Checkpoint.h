@@ -85,6 +85,21 @@ struct Checkpoint {
   const CheckpointTensor *find(const std::string &Name) const;
 };
 
+/// A tensor's values at a glance (mdrun --checkpoint-summary).
+struct TensorSummary {
+  int64_t Elements = 0;
+  /// The values that are NaN, and those that are infinite.
+  int64_t NaNs = 0, Infinities = 0;
+  /// The values equal to 0.
+  int64_t Zeros = 0;
+  /// Over the finite values (0 when there is none): the smallest, the
+  /// largest, their mean and root mean square.
+  double Min = 0, Max = 0, Mean = 0, Rms = 0;
+};
+
+/// The summary of tensor \p T's values, read as its element type.
+TensorSummary summarizeTensor(const CheckpointTensor &T);
+
 /// A tensor the restoring plan expects.
 struct ExpectedTensor {
   std::string Name;

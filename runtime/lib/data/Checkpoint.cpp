@@ -59,6 +59,7 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -326,6 +327,61 @@ Status fsyncDirectory(const std::string &Dir) {
 }
 
 } // namespace
+
+TensorSummary mdrt::summarizeTensor(const CheckpointTensor &T) {
+  TensorSummary S;
+  S.Elements = T.Desc.numElements();
+  double Sum = 0, Squares = 0;
+  int64_t Finite = 0;
+  auto Add = [&](double V) {
+    if (std::isnan(V)) {
+      ++S.NaNs;
+      return;
+    }
+    if (std::isinf(V)) {
+      ++S.Infinities;
+      return;
+    }
+    S.Zeros += V == 0;
+    S.Min = Finite ? std::min(S.Min, V) : V;
+    S.Max = Finite ? std::max(S.Max, V) : V;
+    Sum += V;
+    Squares += V * V;
+    ++Finite;
+  };
+  auto Each = [&](auto Type) {
+    using E = decltype(Type);
+    if (T.Data.size() < size_t(S.Elements) * sizeof(E))
+      return;
+    for (int64_t I = 0; I < S.Elements; ++I) {
+      E V;
+      std::memcpy(&V, T.Data.data() + size_t(I) * sizeof(E), sizeof(E));
+      Add(double(V));
+    }
+  };
+  switch (T.Desc.Type) {
+  case DType::Float32:
+    Each(float());
+    break;
+  case DType::Float64:
+    Each(double());
+    break;
+  case DType::Int32:
+    Each(int32_t());
+    break;
+  case DType::Int64:
+    Each(int64_t());
+    break;
+  default:
+    Each(uint8_t());
+    break;
+  }
+  if (Finite) {
+    S.Mean = Sum / double(Finite);
+    S.Rms = std::sqrt(Squares / double(Finite));
+  }
+  return S;
+}
 
 const CheckpointTensor *Checkpoint::find(const std::string &Name) const {
   for (const CheckpointTensor &T : Tensors)

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -153,6 +154,54 @@ TEST(CheckpointTest, RoundTrip) {
   EXPECT_EQ(readBytes(Path), *Enc);
   ASSERT_TRUE(writeCheckpoint(Dir.file("b.mdck"), *C).isOk());
   EXPECT_EQ(readBytes(Dir.file("b.mdck")), *Enc);
+}
+
+/// A tensor of \p Values of type \p T.
+template <typename T>
+CheckpointTensor tensorOf(DType Type, std::vector<T> Values) {
+  CheckpointTensor C;
+  C.Name = "t";
+  C.Desc = {Type, {int64_t(Values.size())}};
+  C.Data.resize(Values.size() * sizeof(T));
+  std::memcpy(C.Data.data(), Values.data(), C.Data.size());
+  return C;
+}
+
+TEST(CheckpointTest, SummarizeTensor) {
+  // The statistics are over the finite values; NaNs and infinities are
+  // counted apart, and zeros among the finite.
+  TensorSummary S = summarizeTensor(tensorOf<float>(
+      DType::Float32, {3.0f, -1.0f, 0.0f, NAN, INFINITY, -INFINITY, 2.0f}));
+  EXPECT_EQ(S.Elements, 7);
+  EXPECT_EQ(S.NaNs, 1);
+  EXPECT_EQ(S.Infinities, 2);
+  EXPECT_EQ(S.Zeros, 1);
+  EXPECT_EQ(S.Min, -1.0);
+  EXPECT_EQ(S.Max, 3.0);
+  EXPECT_DOUBLE_EQ(S.Mean, 1.0);
+  EXPECT_DOUBLE_EQ(S.Rms, std::sqrt(14.0 / 4));
+
+  S = summarizeTensor(tensorOf<double>(DType::Float64, {-0.25, -0.75}));
+  EXPECT_EQ(S.Min, -0.75);
+  EXPECT_EQ(S.Max, -0.25);
+  EXPECT_EQ(S.Mean, -0.5);
+  EXPECT_EQ(S.Zeros, 0);
+
+  // Integers as integers; a scalar's every statistic is its value.
+  S = summarizeTensor(tensorOf<int64_t>(DType::Int64, {int64_t(1) << 40}));
+  EXPECT_EQ(S.Min, double(int64_t(1) << 40));
+  EXPECT_EQ(S.Rms, double(int64_t(1) << 40));
+  S = summarizeTensor(tensorOf<int32_t>(DType::Int32, {-4, 0, 4}));
+  EXPECT_EQ(S.Min, -4.0);
+  EXPECT_EQ(S.Mean, 0.0);
+  EXPECT_EQ(S.Zeros, 1);
+
+  // Nothing finite: every statistic 0.
+  S = summarizeTensor(tensorOf<float>(DType::Float32, {NAN, NAN}));
+  EXPECT_EQ(S.NaNs, 2);
+  EXPECT_EQ(S.Min, 0.0);
+  EXPECT_EQ(S.Max, 0.0);
+  EXPECT_EQ(S.Mean, 0.0);
 }
 
 TEST(CheckpointTest, Layout) {
