@@ -191,8 +191,20 @@ void printCheckpointState(const std::string &Path, const Checkpoint &C) {
 }
 
 /// Prints a checkpoint: its state, then each tensor with its values, or
-/// with \p Summary a line of statistics per tensor.
-int printCheckpoint(const std::string &Path, bool Summary) {
+/// with \p Summary a line of statistics per tensor. A checkpoint directory
+/// stands for its latest checkpoint.
+int printCheckpoint(std::string Path, bool Summary) {
+  std::error_code Ec;
+  if (std::filesystem::is_directory(Path, Ec)) {
+    auto Latest = latestCheckpoint(Path);
+    if (Latest.isOk() && Latest->empty())
+      Latest = Status::error("directory '" + Path + "' holds no checkpoint");
+    if (!Latest.isOk()) {
+      errorStream() << "mdrun: error: " << Latest.status().message() << '\n';
+      return 1;
+    }
+    Path = *Latest;
+  }
   auto C = readCheckpoint(Path);
   if (!C.isOk()) {
     errorStream() << "mdrun: error: " << C.status().message() << '\n';
