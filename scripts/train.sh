@@ -13,24 +13,33 @@ echo "== compiling examples/fashion_mlp.mdg (one clone on the CPU)"
 "$BUILD_DIR/bin/mdplan" examples/fashion_mlp.mdg --clone-on-cpu \
   -o "$OUT/fashion_mlp.mdp"
 "$BUILD_DIR/bin/mdplan" --dump-plan "$OUT/fashion_mlp.mdp" | grep -E "^(plan|deployment|device)"
-echo "== training on Fashion-MNIST"
 # Short OpenMP spins: steady on cores other processes share too
 # (docs/UserGuide.md, "Intra-op threads and a busy machine").
 if [ -z "${OMP_WAIT_POLICY:-}" ]; then export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}; fi
 # The run length and the data unless the arguments give them. A fresh run
-# unless they say --resume (or ask for no run: --help, --dump-plan,
-# --print-checkpoint): mdrun refuses a directory with an earlier run's
+# unless they say --resume: mdrun refuses a directory with an earlier run's
 # checkpoints, so those move to checkpoints.previous (replacing older ones).
+# Arguments that ask for no run go to mdrun alone (--help, --version,
+# --print-checkpoint, --checkpoint-summary), or with the plan (--dump-plan).
 DATA=--data=/usr/share/datasets/fashion-mnist
 LENGTH=--epochs=${EPOCHS:-15}
 RESUME=
+NORUN=
 for A in "$@"; do
   case "$A" in
     --steps|--steps=*|--epochs|--epochs=*) LENGTH= ;;
     --synthetic|--data|--data=*) DATA= ;;
-    --resume|-h|--help|--dump-plan|--print-checkpoint=*) RESUME=1 ;;
+    --resume) RESUME=1 ;;
+    -h|--help|--version|--print-checkpoint|--print-checkpoint=*) NORUN=alone ;;
+    --checkpoint-summary|--checkpoint-summary=*) NORUN=alone ;;
+    --dump-plan) NORUN=${NORUN:-plan} ;;
   esac
 done
+case "$NORUN" in
+  alone) exec "$BUILD_DIR/bin/mdrun" "$@" ;;
+  plan) exec "$BUILD_DIR/bin/mdrun" "$OUT/fashion_mlp.mdp" "$@" ;;
+esac
+echo "== training on Fashion-MNIST"
 CK=$OUT/checkpoints
 if [ -z "$RESUME" ] && [ -n "$(ls -A "$CK" 2>/dev/null)" ]; then
   rm -rf "$CK.previous" && mv "$CK" "$CK.previous"

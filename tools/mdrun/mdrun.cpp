@@ -214,9 +214,15 @@ int printCheckpoint(std::string Path, bool Summary) {
   if (Summary) {
     for (const CheckpointTensor &T : C->Tensors) {
       TensorSummary S = summarizeTensor(T);
-      char Buf[160];
-      snprintf(Buf, sizeof(Buf), "min %.6g max %.6g mean %.6g rms %.6g", S.Min,
-               S.Max, S.Mean, S.Rms);
+      // An integer tensor's range as integers (exact up to 2^53), a float
+      // tensor's with 6 digits like the rest.
+      bool Integer =
+          T.Desc.Type != DType::Float32 && T.Desc.Type != DType::Float64;
+      char Buf[200];
+      snprintf(Buf, sizeof(Buf),
+               Integer ? "min %.0f max %.0f mean %.6g rms %.6g"
+                       : "min %.6g max %.6g mean %.6g rms %.6g",
+               S.Min, S.Max, S.Mean, S.Rms);
       std::cout << "tensor " << T.Name << ' ' << T.Desc.str() << ": " << Buf
                 << " zeros " << S.Zeros;
       if (S.NaNs)
@@ -547,11 +553,13 @@ static int mdrunMain(int argc, char **argv) {
          return Ok;
        },
        "an integer from 0 to 2147483647"},
-      {"print-checkpoint", "FILE", "print a checkpoint's state and tensors",
+      {"print-checkpoint", "FILE",
+       "print a checkpoint's state and tensors (a directory: its latest)",
        [&](const std::string &V) { return !(PrintCheckpoint = V).empty(); },
-       "a checkpoint file"},
+       "a checkpoint file or directory"},
       {"checkpoint-summary", "FILE",
-       "print a checkpoint's state and per tensor its range, mean and RMS",
+       "print a checkpoint's state and per tensor its range, mean and RMS "
+       "(a directory: its latest)",
        [&](const std::string &V) { return !(SummarizeCheckpoint = V).empty(); },
        "a checkpoint file"},
       {"dump-plan", nullptr, "print the plan as text and exit",
@@ -674,9 +682,9 @@ static int mdrunMain(int argc, char **argv) {
       return UsageError("'" + Path + "' has '" + Typo +
                         "': the placeholder of the replica is '{replica}'");
   // A process that runs no plan (--help, --version, --print-checkpoint,
-  // --checkpoint-summary,
-  // --dump-plan) meets the others under a launcher, so that one given a
-  // plan does not wait for it (meetLaunch). \p Code is its own status.
+  // --checkpoint-summary, --dump-plan) meets the others under a launcher,
+  // so that one given a plan does not wait for it (meetLaunch). \p Code is
+  // its own status.
   auto EndWithoutRun = [&](int Code, const char *Flag) {
     std::cout.flush();
     if (launcherRank() < 0)

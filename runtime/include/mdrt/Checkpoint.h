@@ -87,17 +87,21 @@ struct Checkpoint {
 
 /// A tensor's values at a glance (mdrun --checkpoint-summary).
 struct TensorSummary {
+  /// The number of values (the shape's).
   int64_t Elements = 0;
   /// The values that are NaN, and those that are infinite.
   int64_t NaNs = 0, Infinities = 0;
-  /// The values equal to 0.
+  /// The values equal to 0 (-0 included).
   int64_t Zeros = 0;
-  /// Over the finite values (0 when there is none): the smallest, the
-  /// largest, their mean and root mean square.
+  /// Over the finite values (0 when there is none): the smallest and the
+  /// largest (a zero as +0), their mean and root mean square (computed
+  /// without overflow for any finite values).
   double Min = 0, Max = 0, Mean = 0, Rms = 0;
 };
 
-/// The summary of tensor \p T's values, read as its element type.
+/// The summary of tensor \p T's values, read as its element type (bool as
+/// 0 and 1). \p T's data holds Desc.bytes() bytes, as a checkpoint read
+/// by readCheckpoint does.
 TensorSummary summarizeTensor(const CheckpointTensor &T);
 
 /// A tensor the restoring plan expects.

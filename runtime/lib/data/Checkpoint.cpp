@@ -56,6 +56,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -331,55 +332,67 @@ Status fsyncDirectory(const std::string &Dir) {
 TensorSummary mdrt::summarizeTensor(const CheckpointTensor &T) {
   TensorSummary S;
   S.Elements = T.Desc.numElements();
-  double Sum = 0, Squares = 0;
+  assert(T.Data.size() >= T.Desc.bytes() && "a tensor shorter than its shape");
+  // The values as doubles, read as their element type.
+  auto ForEach = [&](auto &&F) {
+    auto Each = [&](auto Type) {
+      using E = decltype(Type);
+      for (int64_t I = 0; I < S.Elements; ++I) {
+        E V;
+        std::memcpy(&V, T.Data.data() + size_t(I) * sizeof(E), sizeof(E));
+        F(double(V));
+      }
+    };
+    switch (T.Desc.Type) {
+    case DType::Float32:
+      return Each(float());
+    case DType::Float64:
+      return Each(double());
+    case DType::Int32:
+      return Each(int32_t());
+    case DType::Int64:
+      return Each(int64_t());
+    default:
+      return Each(uint8_t());
+    }
+  };
+  // First the counts and the range; then the sums, scaled by the power of
+  // two at or below the largest magnitude, so that no square or sum of finite
+  // values overflows and, the scaling being exact, the results are those
+  // of the plain sums wherever those do not overflow.
   int64_t Finite = 0;
-  auto Add = [&](double V) {
+  ForEach([&](double V) {
     if (std::isnan(V)) {
       ++S.NaNs;
-      return;
-    }
-    if (std::isinf(V)) {
+    } else if (std::isinf(V)) {
       ++S.Infinities;
-      return;
+    } else {
+      if (V == 0) {
+        ++S.Zeros;
+        V = 0; // -0 as +0
+      }
+      S.Min = Finite ? std::min(S.Min, V) : V;
+      S.Max = Finite ? std::max(S.Max, V) : V;
+      ++Finite;
     }
-    S.Zeros += V == 0;
-    S.Min = Finite ? std::min(S.Min, V) : V;
-    S.Max = Finite ? std::max(S.Max, V) : V;
-    Sum += V;
-    Squares += V * V;
-    ++Finite;
-  };
-  auto Each = [&](auto Type) {
-    using E = decltype(Type);
-    if (T.Data.size() < size_t(S.Elements) * sizeof(E))
-      return;
-    for (int64_t I = 0; I < S.Elements; ++I) {
-      E V;
-      std::memcpy(&V, T.Data.data() + size_t(I) * sizeof(E), sizeof(E));
-      Add(double(V));
+  });
+  const double Largest = std::max(std::fabs(S.Min), std::fabs(S.Max));
+  if (Finite == 0 || Largest == 0)
+    return S;
+  int Exponent = 0;
+  std::frexp(Largest, &Exponent);
+  // Largest / Scale in [1, 2): 2^1023 at most, which a double holds.
+  const double Scale = std::ldexp(1.0, Exponent - 1);
+  double Sum = 0, Squares = 0;
+  ForEach([&](double V) {
+    if (std::isfinite(V)) {
+      double X = V / Scale;
+      Sum += X;
+      Squares += X * X;
     }
-  };
-  switch (T.Desc.Type) {
-  case DType::Float32:
-    Each(float());
-    break;
-  case DType::Float64:
-    Each(double());
-    break;
-  case DType::Int32:
-    Each(int32_t());
-    break;
-  case DType::Int64:
-    Each(int64_t());
-    break;
-  default:
-    Each(uint8_t());
-    break;
-  }
-  if (Finite) {
-    S.Mean = Sum / double(Finite);
-    S.Rms = std::sqrt(Squares / double(Finite));
-  }
+  });
+  S.Mean = Sum / double(Finite) * Scale;
+  S.Rms = std::sqrt(Squares / double(Finite)) * Scale;
   return S;
 }
 

@@ -202,6 +202,36 @@ TEST(CheckpointTest, SummarizeTensor) {
   EXPECT_EQ(S.Min, 0.0);
   EXPECT_EQ(S.Max, 0.0);
   EXPECT_EQ(S.Mean, 0.0);
+
+  // No value at all.
+  S = summarizeTensor(tensorOf<float>(DType::Float32, {}));
+  EXPECT_EQ(S.Elements, 0);
+  EXPECT_EQ(S.Rms, 0.0);
+
+  // Bool as 0 and 1.
+  S = summarizeTensor(tensorOf<uint8_t>(DType::Bool, {1, 0, 1, 1}));
+  EXPECT_EQ(S.Zeros, 1);
+  EXPECT_EQ(S.Max, 1.0);
+  EXPECT_EQ(S.Mean, 0.75);
+
+  // -0 counts as a zero and is +0 in the range.
+  S = summarizeTensor(tensorOf<float>(DType::Float32, {-0.0f, -0.0f}));
+  EXPECT_EQ(S.Zeros, 2);
+  EXPECT_FALSE(std::signbit(S.Min));
+  EXPECT_FALSE(std::signbit(S.Max));
+
+  // Finite values whose squares (and sum) overflow a double.
+  S = summarizeTensor(tensorOf<double>(DType::Float64, {1e300, 1e300, -1e300}));
+  EXPECT_EQ(S.Infinities, 0);
+  EXPECT_DOUBLE_EQ(S.Mean, 1e300 / 3);
+  EXPECT_DOUBLE_EQ(S.Rms, 1e300);
+  S = summarizeTensor(tensorOf<double>(DType::Float64, {1.7e308, 1.7e308}));
+  EXPECT_DOUBLE_EQ(S.Mean, 1.7e308);
+  EXPECT_DOUBLE_EQ(S.Rms, 1.7e308);
+  // And subnormal ones, whose squares underflow.
+  S = summarizeTensor(tensorOf<double>(DType::Float64, {1e-310, -1e-310}));
+  EXPECT_EQ(S.Mean, 0.0);
+  EXPECT_DOUBLE_EQ(S.Rms, 1e-310);
 }
 
 TEST(CheckpointTest, Layout) {
