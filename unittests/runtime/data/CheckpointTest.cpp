@@ -163,7 +163,8 @@ CheckpointTensor tensorOf(DType Type, std::vector<T> Values) {
   C.Name = "t";
   C.Desc = {Type, {int64_t(Values.size())}};
   C.Data.resize(Values.size() * sizeof(T));
-  std::memcpy(C.Data.data(), Values.data(), C.Data.size());
+  if (!Values.empty())
+    std::memcpy(C.Data.data(), Values.data(), C.Data.size());
   return C;
 }
 
