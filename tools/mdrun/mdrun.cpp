@@ -195,7 +195,9 @@ void printCheckpointState(const std::string &Path, const Checkpoint &C) {
 /// stands for its latest checkpoint.
 int printCheckpoint(std::string Path, bool Summary) {
   std::error_code Ec;
-  if (std::filesystem::is_directory(Path, Ec)) {
+  const bool Directory = std::filesystem::is_directory(Path, Ec);
+  const std::string Dir = Path;
+  if (Directory) {
     auto Latest = latestCheckpoint(Path);
     if (Latest.isOk() && Latest->empty())
       Latest = Status::error("directory '" + Path + "' holds no checkpoint");
@@ -205,9 +207,16 @@ int printCheckpoint(std::string Path, bool Summary) {
     }
     Path = *Latest;
   }
-  auto C = readCheckpoint(Path);
+  bool Damaged = false;
+  auto C = readCheckpoint(Path, &Damaged);
   if (!C.isOk()) {
-    errorStream() << "mdrun: error: " << C.status().message() << '\n';
+    // A directory's damaged latest: name the one before, as --resume does.
+    std::string Before;
+    if (Directory && Damaged)
+      if (auto All = listCheckpoints(Dir); All.isOk() && All->size() >= 2)
+        Before = " (the checkpoint before it: '" +
+                 (*All)[All->size() - 2].second + "')";
+    errorStream() << "mdrun: error: " << C.status().message() << Before << '\n';
     return 1;
   }
   printCheckpointState(Path, *C);
