@@ -232,7 +232,12 @@ if want losses; then
   result losses $S
 fi
 
-if want numpy; then
+# The reference needs NumPy 1.20 or later (sliding_window_view), which the
+# machine's PyTorch usually brings along; without it the check is skipped.
+if want numpy && ! "$PY" -c \
+    "from numpy.lib.stride_tricks import sliding_window_view" 2>/dev/null; then
+  skip numpy "$PY has no NumPy 1.20 or later"
+elif want numpy; then
   echo "== 1a. the models on the GPU against a NumPy implementation"
   S=0
   ND=$LOGS/numpy
