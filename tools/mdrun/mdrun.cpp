@@ -570,7 +570,7 @@ static int mdrunMain(int argc, char **argv) {
        "print a checkpoint's state and per tensor its range, mean and RMS "
        "(a directory: its latest)",
        [&](const std::string &V) { return !(SummarizeCheckpoint = V).empty(); },
-       "a checkpoint file"},
+       "a checkpoint file or directory"},
       {"dump-plan", nullptr, "print the plan as text and exit",
        [&](const std::string &) { return DumpPlan = true; }},
       {"quiet", nullptr, "print only the final result",
