@@ -34,6 +34,8 @@ if not any(v in config.environment for v in ["OMP_WAIT_POLICY", "GOMP_SPINCOUNT"
 config.substitutions.append(("%examples",
                              os.path.join(config.mdplan_src_root, "examples")))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%docs",
+                             os.path.join(config.mdplan_src_root, "docs")))
 config.substitutions.append(("%mdplan_obj_root", config.mdplan_obj_root))
 # A project that links mdplan's libraries builds with the same compilers
 # (a Clang build's OpenMP and sanitizer runtimes are not GCC's).
