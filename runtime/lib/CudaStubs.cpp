@@ -27,7 +27,7 @@ mdrt::createCudaDevice(const std::string &Name, int) {
 int mdrt::cudaDeviceCount() { return 0; }
 
 std::unique_ptr<CollectiveGroup>
-mdrt::createNcclCollective(const std::vector<Device *> &) {
+mdrt::createNcclCollective(const std::vector<Device *> &, size_t) {
   return nullptr;
 }
 

@@ -893,8 +893,13 @@ Status Executor::Impl::createProgram(const fb::Program &FP) {
       });
       // Across processes: this process's sum on the host, then MPI.
       bool CrossProcess = C->replicas() > 1;
-      if (AllGpu && !CrossProcess)
-        G = createNcclCollective(Devs);
+      if (AllGpu && !CrossProcess) {
+        size_t MaxBytes = 0;
+        if (C->kernels()->size())
+          for (const TensorDesc &T : Prog.Slots[C->kernels()->Get(0)].Types)
+            MaxBytes = std::max(MaxBytes, T.bytes());
+        G = createNcclCollective(Devs, MaxBytes);
+      }
       if (CrossProcess && Overlap && !Queue)
         Queue = std::make_unique<CollectiveQueue>();
       if (!G)
@@ -1353,7 +1358,7 @@ void Executor::Impl::afterSlot(Program &Prog, Slot &S, uint32_t Id,
   // The kernel has run when the process is told: an asynchronous device
   // finishes it first.
   if (Dev.kind() != DeviceKind::CPU)
-    if (Status Sync = Dev.synchronize(); !Sync.isOk())
+    if (Status Sync = Dev.synchronizeInStep(); !Sync.isOk())
       lostMessages(Sync.withContext(Dev.name()));
   for (const auto &[Rank, Tag] : S.SignalsTo) {
     auto Sent = Cluster->isend(Rank, Tag, nullptr, 0);
@@ -1391,7 +1396,7 @@ void Executor::Impl::runDevice(Program &Prog, int ProgIndex, uint32_t DevId,
     uint64_t Start = Trace ? nowNs() : 0;
     execSlot(Prog, S, Dev, Step);
     if (Trace) {
-      Dev.synchronize().isOk();
+      Dev.synchronizeInStep().isOk();
       this->Trace[DevId].push_back({Id, ProgIndex, Start, nowNs()});
     }
     afterSlot(Prog, S, Id, Dev);

@@ -58,7 +58,8 @@ public:
   virtual void copyToHostAfter(int Event, void *Dst, const void *Src,
                                size_t Bytes) {
     (void)Event;
-    synchronize().isOk(); // An error surfaces at the step's synchronize.
+    // An error surfaces at the step's synchronize.
+    synchronizeInStep().isOk();
     copyToHost(Dst, Src, Bytes);
   }
 
@@ -80,8 +81,14 @@ public:
 
   /// The stream kernels of this device are given (null on CPU).
   virtual void *stream() const { return nullptr; }
-  /// Waits until everything submitted to the device finished.
+  /// Waits until everything submitted to the device finished. Between
+  /// steps: no other device's thread is running a step.
   virtual Status synchronize() { return Status::ok(); }
+  /// As synchronize, called during a step (by the device's own thread, or
+  /// by another device's), while other devices' threads may be capturing
+  /// CUDA graphs: a GPU then leaves the streams of the other devices alone
+  /// (querying a stream that is being captured breaks its capture).
+  virtual Status synchronizeInStep() { return synchronize(); }
 
   /// Intra-op threads for this device's kernels.
   int threads() const { return Threads; }
@@ -184,9 +191,13 @@ createHostCollective(unsigned Participants, ProcessGroup *Processes = nullptr,
                      CollectiveQueue *Queue = nullptr,
                      const std::string &Name = "all-reduce");
 
-/// NCCL over the group's GPUs (CUDA builds); null when unavailable.
+/// NCCL over the group's GPUs (CUDA builds), or, when they are all one GPU,
+/// a sum on that GPU into scratch memory allocated here for tensors of up
+/// to \p MaxTensorBytes (not during a step: cudaMalloc there could wait
+/// for NCCL's kernels on the GPU); null when unavailable.
 std::unique_ptr<CollectiveGroup>
-createNcclCollective(const std::vector<Device *> &Devices);
+createNcclCollective(const std::vector<Device *> &Devices,
+                     size_t MaxTensorBytes);
 
 /// Sets NCCL_RUNTIME_CONNECT=0 unless the environment sets it (NCCL would
 /// otherwise connect lazily inside the first group that uses an algorithm,

@@ -447,11 +447,17 @@ private:
         for (int64_t Ci = 0; Ci < L.SrcC; ++Ci)
           Tab.push_back(make_int4(int(Kh), int(Kw), int(Ci), 0));
     MDRT_RETURN_IF_ERROR(Table.allocate(Tab.size() * sizeof(int4)));
+    // On the kernels' stream, and waited for: a cudaMemcpy from pageable
+    // memory may return before the data reached the device, and is not
+    // ordered with a non-blocking stream.
     cudaError_t E =
-        cudaMemcpy(Table.get(), Tab.data(), Tab.size() * sizeof(int4),
-                   cudaMemcpyHostToDevice);
+        cudaMemcpyAsync(Table.get(), Tab.data(), Tab.size() * sizeof(int4),
+                        cudaMemcpyHostToDevice, Ctx->Stream);
     if (E != cudaSuccess)
-      return cudaStatus(E, "cudaMemcpy");
+      return cudaStatus(E, "cudaMemcpyAsync");
+    E = cudaStreamSynchronize(Ctx->Stream);
+    if (E != cudaSuccess)
+      return cudaStatus(E, "cudaStreamSynchronize");
     if (Data)
       MDRT_RETURN_IF_ERROR(
           Turned.allocate(size_t(G.KH * G.KW * G.C * G.Co) * sizeof(T)));
@@ -680,8 +686,8 @@ private:
     return Status::ok();
   }
 
-  /// Runs the convolution with cuDNN; what cuDNN returned (launch errors of
-  /// the filter transposes go to the context).
+  /// Runs the convolution with cuDNN; what cuDNN returned (a launch error
+  /// of the filter transpose goes to the context).
   cudnnStatus_t runCudnn(const ExecContext &C) {
     cudaStream_t S = Ctx->Stream;
     const float One = 1, Zero = 0;
@@ -692,6 +698,7 @@ private:
     case ConvMode::Forward:
       hwioToOhwi<T><<<gridFor(NF), 256, 0, S>>>(static_cast<const T *>(C.In[1]),
                                                 Ohwi, KHW, G.C, G.Co);
+      Ctx->checkLaunch("a filter transpose");
       E = cudnnConvolutionForward(Ctx->Dnn, &One, XDesc, C.In[0], FDesc, Ohwi,
                                   CDesc, FwdAlgo, Workspace.get(),
                                   Workspace.size(), &Zero, YDesc, C.Out[0]);
@@ -699,6 +706,7 @@ private:
     case ConvMode::BackwardData:
       hwioToOhwi<T><<<gridFor(NF), 256, 0, S>>>(static_cast<const T *>(C.In[0]),
                                                 Ohwi, KHW, G.C, G.Co);
+      Ctx->checkLaunch("a filter transpose");
       E = cudnnConvolutionBackwardData(
           Ctx->Dnn, &One, FDesc, Ohwi, YDesc, C.In[1], CDesc, DataAlgo,
           Workspace.get(), Workspace.size(), &Zero, XDesc, C.Out[0]);
@@ -706,7 +714,11 @@ private:
     case ConvMode::BackwardFilter:
       break;
     }
-    Ctx->checkLaunch("a filter transpose");
+    // A failed call falls back to the own kernels: a launch error it may
+    // have left in the thread's last error (not sticky) must not be taken
+    // for theirs by the next check. The transpose's was checked above.
+    if (E != CUDNN_STATUS_SUCCESS)
+      cudaGetLastError();
     return E;
   }
 

@@ -115,8 +115,13 @@ ReportWord::ReportWord() {
     (void)cudaGetLastError(); // Not sticky; reports are only lost.
     return;
   }
+  // The device word starts as NoReport, copied from the pinned word: such
+  // a cudaMemcpy returns once the copy is done, where a cudaMemset on the
+  // legacy stream would not be ordered before the kernels' own streams.
+  *static_cast<uint64_t *>(H) = NoReport;
   if (cudaMalloc(&D, sizeof(uint64_t)) != cudaSuccess ||
-      cudaMemset(D, 0xff, sizeof(uint64_t)) != cudaSuccess) {
+      cudaMemcpy(D, H, sizeof(uint64_t), cudaMemcpyHostToDevice) !=
+          cudaSuccess) {
     (void)cudaGetLastError();
     if (D)
       (void)cudaFree(D);
@@ -401,16 +406,8 @@ public:
 
   void *stream() const override { return Ctx.Stream; }
 
-  Status synchronize() override {
-    // The error stays: a failed device fails every later step too.
-    Status S = Ctx.error();
-    // Called between steps (and by a traced step's device thread, which
-    // runs without graphs).
-    Status W = waitStream(Ctx.Stream, /*BetweenSteps=*/true);
-    if (!S.isOk())
-      return S.withContext(Name);
-    return W.withContext(Name);
-  }
+  Status synchronize() override { return sync(/*BetweenSteps=*/true); }
+  Status synchronizeInStep() override { return sync(/*BetweenSteps=*/false); }
 
   void check(cudaError_t E, const char *What) {
     if (E != cudaSuccess)
@@ -432,8 +429,18 @@ public:
 #endif
 
 private:
+  /// Waits for the device's stream; the error stays: a failed device fails
+  /// every later step too. \p BetweenSteps: see waitStream.
+  Status sync(bool BetweenSteps) {
+    Status S = Ctx.error();
+    Status W = waitStream(Ctx.Stream, BetweenSteps);
+    if (!S.isOk())
+      return S.withContext(Name);
+    return W.withContext(Name);
+  }
   /// Waits until the work before the end of \p S (a stream of this device)
-  /// has run; \p BetweenSteps: no device thread is running a step.
+  /// has run; \p BetweenSteps: no device thread is running a step (so the
+  /// wait may query every stream of the NCCL sets the device is in).
   Status waitStream(cudaStream_t S, bool BetweenSteps = false) {
     return waitUntil([S] { return cudaStreamSynchronize(S); },
                      [S] { return cudaStreamQuery(S); },
@@ -537,12 +544,13 @@ public:
       cudaEventDestroy(Done);
   }
 
-  Status init() {
+  /// Events, and the scratch for tensors of up to \p MaxTensorBytes.
+  Status init(size_t MaxTensorBytes) {
     MDRT_CUDA_TRY(cudaSetDevice(Devs[0]->ordinal()));
     for (cudaEvent_t &E : Arrive)
       MDRT_CUDA_TRY(cudaEventCreateWithFlags(&E, cudaEventDisableTiming));
     MDRT_CUDA_TRY(cudaEventCreateWithFlags(&Done, cudaEventDisableTiming));
-    return Status::ok();
+    return Scratch.allocate(MaxTensorBytes);
   }
 
   void allReduce(unsigned P, Device &Dev, const std::vector<const void *> &Ins,
@@ -567,6 +575,7 @@ private:
     size_t Max = 0;
     for (const TensorDesc &T : Types)
       Max = std::max(Max, T.bytes());
+    // init sized it for the program's tensors: nothing is allocated here.
     Status A = Scratch.allocate(Max);
     if (!A.isOk()) {
       Me.context().fail(A);
@@ -933,7 +942,8 @@ void mdrt::prepareNcclEnvironment() {
 }
 
 std::unique_ptr<CollectiveGroup>
-mdrt::createNcclCollective(const std::vector<Device *> &Devices) {
+mdrt::createNcclCollective(const std::vector<Device *> &Devices,
+                           size_t MaxTensorBytes) {
   std::vector<CudaDevice *> Devs;
   std::set<int> Ordinals;
   for (Device *D : Devices) {
@@ -947,7 +957,7 @@ mdrt::createNcclCollective(const std::vector<Device *> &Devices) {
     return nullptr;
   if (Ordinals.size() == 1) {
     auto G = std::make_unique<SameGpuCollective>(Devs);
-    if (!G->init().isOk())
+    if (!G->init(MaxTensorBytes).isOk())
       return nullptr;
     return G;
   }
@@ -1046,7 +1056,9 @@ void cuda::copyFromHostAsync(Device &D, void *Dst, const void *Src,
   }
   if (!Bytes)
     return;
-  C->check(cudaSetDevice(C->ordinal()), "cudaSetDevice");
+  // The calling thread's current GPU is left as it was.
+  CurrentDevice On(C->ordinal());
+  C->check(On.error(), "cudaSetDevice");
   C->check(cudaMemcpyAsync(Dst, Src, Bytes, cudaMemcpyHostToDevice,
                            C->context().Stream),
            "cudaMemcpyAsync");
