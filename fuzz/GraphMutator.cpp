@@ -197,8 +197,9 @@ bool GraphMutator::mutate() {
 /// x -> consumer becomes x -> op -> consumer.
 bool GraphMutator::splice() {
   static const char *const Unary[] = {
-      "Relu",    "Tanh", "Sigmoid", "Identity", "Neg",    "Square",  "Softmax",
-      "Dropout", "Mean", "Sum",     "Cast",     "L2Loss", "Reshape", "MaxPool"};
+      "Relu",   "Tanh", "Sigmoid", "Identity", "Neg",
+      "Square", "Sqrt", "Softmax", "Dropout",  "Mean",
+      "Sum",    "Cast", "L2Loss",  "Reshape",  "MaxPool"};
   Entry X = any(All);
   desc::Node *N = addNode(Unary[pick(std::size(Unary))]);
   N->add_input(X.Full);

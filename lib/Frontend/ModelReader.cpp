@@ -1494,6 +1494,10 @@ Error mdplan::readDeploymentBuffer(StringRef Contents, StringRef Name,
     C.ColocateGradients = D.colocate_gradients();
     Set("colocate_gradients");
   }
+  if (D.has_summarize_gradients()) {
+    C.SummarizeGradients = D.summarize_gradients();
+    Set("summarize_gradients");
+  }
   if (D.has_first_bucket_bytes()) {
     C.FirstBucketBytes = D.first_bucket_bytes();
     Set("first_bucket_bytes");

@@ -945,6 +945,16 @@ static Error gradSquare(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
   return Error::success();
 }
 
+/// d sqrt(x) = dy / (2 sqrt(x)), from the forward output as TensorFlow's
+/// SqrtGrad: dy * 0.5 / y.
+static Error gradSqrt(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
+                      MutableArrayRef<TensorRef> DX) {
+  TensorRef Y(&F, 0);
+  TensorRef Half = B.constant(0.5, Y.type().Elt);
+  DX[0] = B.out(OpKind::Div, {B.out(OpKind::Mul, {DY[0], Half}), Y});
+  return Error::success();
+}
+
 /// Relu/Sigmoid/Tanh/Softmax: the rule reads the forward output.
 template <OpKind GradOp, bool DYFirst>
 static Error gradFromOutput(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
@@ -1241,6 +1251,7 @@ void registerAllOps(std::vector<OpDef> &Ops) {
       .inputs({"x"})
       .shape(shapeSameAsInput0)
       .grad(gradSquare);
+  Def(Ops, OpKind::Sqrt).inputs({"x"}).shape(shapeFloatUnary).grad(gradSqrt);
   Def(Ops, OpKind::Relu)
       .inputs({"x"})
       .shape(shapeFloatUnary)

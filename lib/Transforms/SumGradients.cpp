@@ -22,6 +22,12 @@
 // in `devices` and W in `replicas`; the runtime adds the workers' sums. There
 // are all-reduces even when this worker has a single device.
 //
+// With summarize_gradients (model_deploy's deploy() option), each variable's
+// summed gradient (mirrored: copy 0's) gets, on the optimizer device, a
+// HistogramSummary tagged `<var>:gradient` and one of its norm,
+// sqrt(2 L2Loss(g)) as tf.global_norm computes it, tagged
+// `<var>:gradient_norm`.
+//
 //===----------------------------------------------------------------------===//
 
 #include "mdplan/IR/Builder.h"
@@ -211,6 +217,50 @@ Error SumGradientsPass::runMirrored(Graph &G, DeployState &S, int64_t First,
   return Error::success();
 }
 
+/// model_deploy's _add_gradients_summaries for the summed gradients.
+static Error addGradientSummaries(Graph &G, DeployState &S) {
+  GraphBuilder B(G);
+  B.setStack(G.pushStack(G.getRootStack(), S.OptimizerEntry));
+  // Mirrored: copy 0's gradient stands for every copy's (they are equal).
+  std::vector<std::pair<Node *, TensorRef>> Grads;
+  for (auto &[Var, Grad] : S.SummedGradients)
+    if (!S.MirrorOf.count(Var))
+      Grads.push_back({Var, Grad});
+  auto Summary = [&](Node *Var, StringRef What, TensorRef Value) -> Error {
+    std::string Tag = (Var->getName() + ":" + What).str();
+    for (Node *N : G.collection(Collection::Summaries))
+      if (N->attrs().getString("tag") == Tag)
+        return N->error("has tag '" + Tag +
+                        "', which summarize_gradients gives the summary of "
+                        "variable '" +
+                        Var->getName() + "': choose another tag");
+    AttrDict A;
+    A.set("tag", Tag);
+    B.setRole(NodeRole::Summary);
+    Node *N = B.createNamed(
+        G.uniqueName((Var->getName() + "/" + What + "/summary").str()),
+        OpKind::HistogramSummary, {Value}, std::move(A));
+    if (Error E = B.takeError())
+      return E;
+    G.collection(Collection::Summaries).insert(N);
+    return Error::success();
+  };
+  for (auto &[Var, Grad] : Grads) {
+    if (Error E = Summary(Var, "gradient", Grad))
+      return E;
+    B.setRole(NodeRole::Optimizer);
+    B.setPrefix((Var->getName() + "/gradient_norm").str());
+    TensorRef Half = B.out(OpKind::L2Loss, {Grad});
+    TensorRef Two = B.constant(2.0, Half.type().Elt);
+    TensorRef Norm = B.out(OpKind::Sqrt, {B.out(OpKind::Mul, {Half, Two})});
+    if (Error E = B.takeError())
+      return E;
+    if (Error E = Summary(Var, "gradient_norm", Norm))
+      return E;
+  }
+  return Error::success();
+}
+
 Error SumGradientsPass::run(Graph &G, PassContext &Ctx) {
   if (Error E = requireReplicated(G, getName()))
     return E;
@@ -222,11 +272,17 @@ Error SumGradientsPass::run(Graph &G, PassContext &Ctx) {
   if (Error E = requireUnplaced(G, getName()))
     return E;
   S.GradientsSummed = true;
-  if (Ctx.Config.Strat == Strategy::Mirrored)
-    return runMirrored(G, S, FirstBucket.value_or(Ctx.Config.FirstBucketBytes),
-                       Bucket.value_or(Ctx.Config.BucketBytes),
-                       Ctx.Config.NumReplicas);
-  return runPs(G, S);
+  if (Error E =
+          Ctx.Config.Strat == Strategy::Mirrored
+              ? runMirrored(G, S,
+                            FirstBucket.value_or(Ctx.Config.FirstBucketBytes),
+                            Bucket.value_or(Ctx.Config.BucketBytes),
+                            Ctx.Config.NumReplicas)
+              : runPs(G, S))
+    return E;
+  if (Ctx.Config.SummarizeGradients)
+    return addGradientSummaries(G, S);
+  return Error::success();
 }
 
 std::unique_ptr<Pass> mdplan::createSumGradientsPass() {

@@ -287,6 +287,11 @@ static cl::opt<bool>
     ColocateGradients("colocate-gradients",
                       cl::desc("Place each gradient op with its forward op"),
                       cl::cat(DeployCat));
+static cl::opt<bool> SummarizeGradients(
+    "summarize-gradients",
+    cl::desc("Report a histogram of each variable's gradient and of its norm "
+             "(<var>:gradient, <var>:gradient_norm)"),
+    cl::cat(DeployCat));
 static NumberOpt<int64_t>
     FirstBucketBytes("first-bucket-bytes",
                      cl::desc("Mirrored: bytes of the first all-reduce bucket "
@@ -359,6 +364,8 @@ static Error buildConfig(DeploymentConfig &C, SourceMgr &SM) {
   setIfGiven(C, "gpus_per_worker", GpusPerWorker, C.GpusPerWorker);
   setIfGiven(C, "soft_placement", SoftPlacement, C.SoftPlacement);
   setIfGiven(C, "colocate_gradients", ColocateGradients, C.ColocateGradients);
+  setIfGiven(C, "summarize_gradients", SummarizeGradients,
+             C.SummarizeGradients);
   setIfGiven(C, "first_bucket_bytes", FirstBucketBytes, C.FirstBucketBytes);
   setIfGiven(C, "bucket_bytes", BucketBytes, C.BucketBytes);
   // Optimizer fields: each flag given sets one field on top of the config

@@ -45,6 +45,7 @@ colocate_gradients: true
 first_bucket_bytes: 1024
 bucket_bytes: 4096
 optimizer { kind: MOMENTUM learning_rate: 0.1 momentum: 0.5 }
+summarize_gradients: true
 )",
                                        "d.cfg", C);
   ASSERT_FALSE(bool(E)) << errorMessage(std::move(E));
@@ -60,6 +61,7 @@ optimizer { kind: MOMENTUM learning_rate: 0.1 momentum: 0.5 }
   EXPECT_EQ(C.GpusPerWorker, 8);
   EXPECT_TRUE(C.SoftPlacement);
   EXPECT_TRUE(C.ColocateGradients);
+  EXPECT_TRUE(C.SummarizeGradients);
   EXPECT_EQ(C.FirstBucketBytes, 1024);
   EXPECT_EQ(C.BucketBytes, 4096);
   ASSERT_TRUE(C.Optimizer.has_value());

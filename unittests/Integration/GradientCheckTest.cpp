@@ -223,6 +223,7 @@ TEST(GradientCheck, Elementwise) {
   for (const char *Op :
        {"Identity", "Neg", "Square", "Relu", "Sigmoid", "Tanh", "Softmax"})
     checkGradients(unary(Op));
+  checkGradients(unary("Sqrt", 0.5, 2));
 }
 
 TEST(GradientCheck, Broadcasting) {

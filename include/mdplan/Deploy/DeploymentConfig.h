@@ -93,6 +93,10 @@ public:
   bool SoftPlacement = false;
   /// Place each gradient op with its forward op.
   bool ColocateGradients = false;
+  /// model_deploy's summarize_gradients: sum-gradients adds, per variable
+  /// with a gradient, histogram summaries of the summed gradient
+  /// (`<var>:gradient`) and of its norm (`<var>:gradient_norm`).
+  bool SummarizeGradients = false;
   /// Optimizer; when unset, the graph file's (or SGD, learning rate 0.01).
   std::optional<OptimizerSettings> Optimizer;
   /// Fields of Optimizer that were given explicitly (the rest may come from

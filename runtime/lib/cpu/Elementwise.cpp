@@ -362,6 +362,12 @@ template <typename T> struct SquareF {
       return X * X;
   }
 };
+template <typename T> struct SqrtF {
+  static constexpr int64_t Grain = GrainCheap;
+  explicit SqrtF(const KernelInfo &) {}
+  // NaN for x < 0, as std::sqrt.
+  T operator()(T X) const { return std::sqrt(X); }
+};
 template <typename T> struct ReluF {
   static constexpr int64_t Grain = GrainCheap;
   explicit ReluF(const KernelInfo &) {}
@@ -591,6 +597,7 @@ void cpu::registerElementwiseKernels(KernelRegistry &R) {
   R.add(CPU, "AddN", createAddN);
   R.add(CPU, "Neg", createZip<NegF, 1, false>);
   R.add(CPU, "Square", createZip<SquareF, 1, false>);
+  R.add(CPU, "Sqrt", createZip<SqrtF, 1, true>);
   R.add(CPU, "Relu", createZip<ReluF, 1, true>);
   R.add(CPU, "Sigmoid", createZip<SigmoidF, 1, true>);
   R.add(CPU, "Tanh", createZip<TanhF, 1, true>);

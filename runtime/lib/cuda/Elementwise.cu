@@ -308,6 +308,10 @@ struct SquareF {
       return X * X;
   }
 };
+struct SqrtF {
+  // Correctly rounded (sqrtf is, without -use_fast_math), as the CPU's.
+  template <typename T> __device__ T operator()(T X) const { return sqrt(X); }
+};
 struct ReluF {
   template <typename T> __device__ T operator()(T X) const {
     return X < T(0) ? T(0) : X;
@@ -1141,6 +1145,7 @@ void cuda::registerElementwiseKernels(KernelRegistry &R) {
   R.add(GPU, "AddN", createAddN);
   R.add(GPU, "Neg", createZip<NegF, 1, false>);
   R.add(GPU, "Square", createZip<SquareF, 1, false>);
+  R.add(GPU, "Sqrt", createZip<SqrtF, 1, true>);
   R.add(GPU, "Relu", createZip<ReluF, 1, true>);
   R.add(GPU, "Sigmoid", createZip<SigmoidF, 1, true>);
   R.add(GPU, "Tanh", createZip<TanhF, 1, true>);

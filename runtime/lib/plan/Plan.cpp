@@ -46,6 +46,7 @@ const std::map<std::string, Signature, std::less<>> &signatures() {
       {"AddN", {1, -1, 1, 1}},
       {"Neg", {1, 1, 1, 1}},
       {"Square", {1, 1, 1, 1}},
+      {"Sqrt", {1, 1, 1, 1}},
       {"Relu", {1, 1, 1, 1}},
       {"Sigmoid", {1, 1, 1, 1}},
       {"Tanh", {1, 1, 1, 1}},

@@ -275,6 +275,8 @@ TEST(CpuKernels, UnaryMath) {
   checkUnary(
       "Square", [](double X) { return X * X; }, true, -50, 50);
   checkUnary(
+      "Sqrt", [](double X) { return std::sqrt(X); }, false, 0, 50);
+  checkUnary(
       "Relu", [](double X) { return X > 0 ? X : 0; }, false, -3, 3);
   checkUnary(
       "Sigmoid", [](double X) { return 1 / (1 + std::exp(-X)); }, false, -30,

@@ -28,6 +28,7 @@ TEST(CpuKernelRegistry, EveryComputeOpHasAKernel) {
                        "AddN",
                        "Neg",
                        "Square",
+                       "Sqrt",
                        "Relu",
                        "Sigmoid",
                        "Tanh",
