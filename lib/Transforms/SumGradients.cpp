@@ -219,43 +219,55 @@ Error SumGradientsPass::runMirrored(Graph &G, DeployState &S, int64_t First,
 
 /// model_deploy's _add_gradients_summaries for the summed gradients.
 static Error addGradientSummaries(Graph &G, DeployState &S) {
-  GraphBuilder B(G);
-  B.setStack(G.pushStack(G.getRootStack(), S.OptimizerEntry));
-  // Mirrored: copy 0's gradient stands for every copy's (they are equal).
-  std::vector<std::pair<Node *, TensorRef>> Grads;
-  for (auto &[Var, Grad] : S.SummedGradients)
-    if (!S.MirrorOf.count(Var))
-      Grads.push_back({Var, Grad});
+  // The tags the model's summaries have (the clones' copies share theirs).
+  StringMap<Node *> Tags;
+  for (Node *N : G.collection(Collection::Summaries))
+    Tags.try_emplace(N->attrs().getString("tag"), N);
+  const DeviceStack *Stack = G.pushStack(G.getRootStack(), S.OptimizerEntry);
   auto Summary = [&](Node *Var, StringRef What, TensorRef Value) -> Error {
     std::string Tag = (Var->getName() + ":" + What).str();
-    for (Node *N : G.collection(Collection::Summaries))
-      if (N->attrs().getString("tag") == Tag)
-        return N->error("has tag '" + Tag +
-                        "', which summarize_gradients gives the summary of "
-                        "variable '" +
-                        Var->getName() + "': choose another tag");
+    if (Node *Taken = Tags.lookup(Tag))
+      return Taken->error("has tag '" + Tag +
+                          "', which summarize_gradients gives the summary of "
+                          "variable '" +
+                          Var->getName() + "': choose another tag");
+    GraphBuilder B(G);
+    B.setStack(Stack);
+    B.setRole(NodeRole::Summary);
     AttrDict A;
     A.set("tag", Tag);
-    B.setRole(NodeRole::Summary);
-    Node *N = B.createNamed(
-        G.uniqueName((Var->getName() + "/" + What + "/summary").str()),
-        OpKind::HistogramSummary, {Value}, std::move(A));
+    Node *N = B.createNamed((Var->getName() + "/" + What + "/summary").str(),
+                            OpKind::HistogramSummary, {Value}, std::move(A));
     if (Error E = B.takeError())
       return E;
     G.collection(Collection::Summaries).insert(N);
     return Error::success();
   };
-  for (auto &[Var, Grad] : Grads) {
+  for (auto &[Var, Grad] : S.SummedGradients) {
+    // Mirrored: copy 0's gradient stands for every copy's (they are equal).
+    if (S.MirrorOf.count(Var))
+      continue;
+    std::string Norm = (Var->getName() + "/gradient_norm").str();
+    for (std::string Name :
+         {(Var->getName() + "/gradient/summary").str(), Norm + "/L2Loss",
+          Norm + "/Const", Norm + "/Mul", Norm + "/Sqrt", Norm + "/summary"})
+      if (G.lookup(Name))
+        return Var->error("cannot create '" + Name +
+                          "' for summarize_gradients: a node of that name "
+                          "exists");
     if (Error E = Summary(Var, "gradient", Grad))
       return E;
+    // sqrt(2 L2Loss(g)), as tf.global_norm.
+    GraphBuilder B(G);
+    B.setStack(Stack);
     B.setRole(NodeRole::Optimizer);
-    B.setPrefix((Var->getName() + "/gradient_norm").str());
+    B.setPrefix(Norm);
     TensorRef Half = B.out(OpKind::L2Loss, {Grad});
     TensorRef Two = B.constant(2.0, Half.type().Elt);
-    TensorRef Norm = B.out(OpKind::Sqrt, {B.out(OpKind::Mul, {Half, Two})});
+    TensorRef Value = B.out(OpKind::Sqrt, {B.out(OpKind::Mul, {Half, Two})});
     if (Error E = B.takeError())
       return E;
-    if (Error E = Summary(Var, "gradient_norm", Norm))
+    if (Error E = Summary(Var, "gradient_norm", Value))
       return E;
   }
   return Error::success();
@@ -272,15 +284,14 @@ Error SumGradientsPass::run(Graph &G, PassContext &Ctx) {
   if (Error E = requireUnplaced(G, getName()))
     return E;
   S.GradientsSummed = true;
-  if (Error E =
-          Ctx.Config.Strat == Strategy::Mirrored
-              ? runMirrored(G, S,
-                            FirstBucket.value_or(Ctx.Config.FirstBucketBytes),
-                            Bucket.value_or(Ctx.Config.BucketBytes),
-                            Ctx.Config.NumReplicas)
-              : runPs(G, S))
+  const DeploymentConfig &C = Ctx.Config;
+  Error E = C.Strat == Strategy::Mirrored
+                ? runMirrored(G, S, FirstBucket.value_or(C.FirstBucketBytes),
+                              Bucket.value_or(C.BucketBytes), C.NumReplicas)
+                : runPs(G, S);
+  if (E)
     return E;
-  if (Ctx.Config.SummarizeGradients)
+  if (C.SummarizeGradients)
     return addGradientSummaries(G, S);
   return Error::success();
 }

@@ -1856,7 +1856,8 @@ Status Executor::run(int ProgIndex, uint64_t Step) {
   return RunErr;
 }
 
-Status Executor::readOutputs(int ProgIndex, std::vector<OutputValue> &Out) {
+Status Executor::readOutputs(int ProgIndex, std::vector<OutputValue> &Out,
+                             bool Histograms) {
   const fb::Program &FP = *I->P->programs()->Get(ProgIndex);
   Out.clear();
   if (!FP.outputs())
@@ -1867,6 +1868,10 @@ Status Executor::readOutputs(int ProgIndex, std::vector<OutputValue> &Out) {
     V.Name = O->name()->str();
     V.Kind = O->kind();
     V.Type = I->BufType[O->buffer()];
+    if (!Histograms && V.Kind == fb::OutputKind::Histogram) {
+      Out.push_back(std::move(V));
+      continue;
+    }
     Host.resize(V.Type.bytes());
     Device &D = *I->Devices[I->P->buffers()->Get(O->buffer())->device()];
     D.copyToHost(Host.data(), I->BufPtr[O->buffer()], Host.size());

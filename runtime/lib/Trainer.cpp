@@ -224,11 +224,12 @@ struct Trainer::Impl {
   uint64_t dataDigest(const Dataset *D) const;
   /// \p FailedAt orders the processes' failures (asynchronous workers
   /// fail at different steps): the first is reported, not what it caused
-  /// on the others.
+  /// on the others. \p Histograms: read (and average) the histogram
+  /// outputs too, which every process must agree on.
   Status readTrainOutputs(const Status &StepStatus,
                           std::vector<OutputValue> &Outs,
                           std::vector<double> *Extra = nullptr,
-                          int64_t FailedAt = 0);
+                          int64_t FailedAt = 0, bool Histograms = true);
   /// Writes a line of the metrics file; the first failure is kept in
   /// MetricsStatus (the run goes on, and fails with it at its end) and
   /// ends the writing.
@@ -1034,10 +1035,10 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
 Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
                                        std::vector<OutputValue> &Outs,
                                        std::vector<double> *Extra,
-                                       int64_t FailedAt) {
+                                       int64_t FailedAt, bool Histograms) {
   Status S = StepStatus;
   if (S.isOk())
-    S = Exec->readOutputs(TrainProg, Outs);
+    S = Exec->readOutputs(TrainProg, Outs, Histograms);
   if (Procs->size() == 1)
     return S;
   // The outputs' sizes come from the plan, so they agree even when a
@@ -1059,7 +1060,9 @@ Status Trainer::Impl::readTrainOutputs(const Status &StepStatus,
     for (const fb::Output *O : *FP.outputs()) {
       const fb::Buffer *B = Plan->plan().buffers()->Get(O->buffer());
       size_t N = 1;
-      if (B->shape())
+      if (!Histograms && IsSummary(O))
+        N = 0;
+      else if (B->shape())
         for (int64_t D : *B->shape())
           N *= size_t(D);
       bool Send = S.isOk() && (Lead || !IsSummary(O));
@@ -1383,7 +1386,9 @@ Status Trainer::run(TrainResult &R) {
       const int Own = LocalStop();
       auto Votes = stopVotes(Own);
       std::vector<double> Stopping(Votes.begin(), Votes.end());
-      MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Ran, Outs, &Stopping));
+      // The histograms only when they are reported.
+      MDRT_RETURN_IF_ERROR(T.readTrainOutputs(Ran, Outs, &Stopping,
+                                              /*FailedAt=*/0, LogNow));
       AgreedStop =
           T.Procs->size() > 1 ? agreedStopSignal(Stopping.data()) : Own;
       StopNow = AgreedStop != 0;
@@ -1398,7 +1403,7 @@ Status Trainer::run(TrainResult &R) {
       if (Pending.isOk()) {
         Pending = Ran;
         if (Pending.isOk())
-          Pending = T.Exec->readOutputs(T.TrainProg, Outs);
+          Pending = T.Exec->readOutputs(T.TrainProg, Outs, LogNow);
         if (!Pending.isOk()) {
           PendingOrder = Step;
         } else {
@@ -1426,7 +1431,7 @@ Status Trainer::run(TrainResult &R) {
             Votes[2]};
         // The first failure is reported, not its consequences.
         MDRT_RETURN_IF_ERROR(
-            T.readTrainOutputs(Pending, Outs, &Window, PendingOrder));
+            T.readTrainOutputs(Pending, Outs, &Window, PendingOrder, LogNow));
         AgreedStop = T.Procs->size() > 1 ? agreedStopSignal(&Window[3]) : Own;
         StopNow = AgreedStop != 0;
         // Every worker has the same means, so the same next meeting.
@@ -1443,7 +1448,7 @@ Status Trainer::run(TrainResult &R) {
     double Now = seconds();
     std::string SummaryJSON;
     for (const OutputValue &V : Outs) {
-      if (V.Values.empty())
+      if (!LogNow || V.Values.empty())
         continue;
       if (V.Kind == fb::OutputKind::Summary) {
         SummaryJSON += "," + jsonString(V.Name) + ":" +

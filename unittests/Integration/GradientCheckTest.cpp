@@ -447,3 +447,61 @@ TEST(GradientCheck, ResidualBlock) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(ReadOutputs, HistogramsOnlyWhenAsked) {
+  // A step reads its histogram outputs (with summarize_gradients, whole
+  // gradients) only when it reports them: without, they are listed with
+  // no values, and every other output is read as before.
+  const char *Text = R"(
+name: "H"
+training { batch_size: 2 optimizer { kind: SGD learning_rate: 0.1 } }
+node { name: "x" op: "Input" data { feature: "x" shape: [3] } }
+node { name: "w" op: "Variable" variable { shape: [3, 4] } }
+node { name: "m" op: "MatMul" input: "x" input: "w" }
+node { name: "l" op: "Mean" input: "m" }
+loss: "l"
+)";
+  auto G = readModelBuffer(Text, "h.mdg", {});
+  ASSERT_TRUE(bool(G)) << errorMessage(G.takeError());
+  DeploymentConfig Config;
+  Config.CloneOnCPU = true;
+  Config.SummarizeGradients = true;
+  PassContext Ctx(Config);
+  CompileOptions CO;
+  CO.BuildEval = false;
+  auto Comp = compileModel(std::move(*G), Ctx, CO);
+  ASSERT_TRUE(bool(Comp)) << errorMessage(Comp.takeError());
+  auto Plan = mdrt::PlanFile::fromBytes(Comp->Plan.toVector(), "h.mdp");
+  ASSERT_TRUE(Plan.isOk()) << Plan.status().message();
+  mdrt::ExecutorOptions EO;
+  EO.Threads = 1;
+  auto Exec = mdrt::Executor::create(
+      std::shared_ptr<const mdrt::PlanFile>(Plan.take()), EO);
+  ASSERT_TRUE(Exec.isOk()) << Exec.status().message();
+  mdrt::Executor &E = **Exec;
+  ASSERT_TRUE(E.initialize().isOk());
+  int Train = E.programIndex("train");
+  ASSERT_TRUE(E.run(Train, 0).isOk());
+  std::vector<mdrt::OutputValue> All, Some;
+  ASSERT_TRUE(E.readOutputs(Train, All).isOk());
+  ASSERT_TRUE(E.readOutputs(Train, Some, /*Histograms=*/false).isOk());
+  ASSERT_EQ(All.size(), Some.size());
+  int Histograms = 0;
+  for (size_t I = 0; I < All.size(); ++I) {
+    SCOPED_TRACE(All[I].Name);
+    EXPECT_EQ(All[I].Name, Some[I].Name);
+    EXPECT_EQ(All[I].Kind, Some[I].Kind);
+    if (All[I].Kind == mdrt::fb::OutputKind::Histogram) {
+      ++Histograms;
+      EXPECT_EQ(All[I].Values.size(), All[I].Name == "w:gradient" ? 12u : 1u);
+      EXPECT_TRUE(Some[I].Values.empty());
+    } else {
+      EXPECT_EQ(All[I].Values, Some[I].Values);
+    }
+  }
+  EXPECT_EQ(Histograms, 2); // w:gradient, w:gradient_norm
+}
+
+} // namespace

@@ -151,8 +151,12 @@ public:
   /// (dropout) and should count the steps of the program.
   Status run(int Program, uint64_t Step);
 
-  /// The program's outputs from its last run.
-  Status readOutputs(int Program, std::vector<OutputValue> &Out);
+  /// The program's outputs from its last run. Without \p Histograms, the
+  /// histogram outputs are listed without values: reading one copies and
+  /// converts its whole tensor (a gradient, with summarize_gradients), which
+  /// a step that reports nothing need not pay for.
+  Status readOutputs(int Program, std::vector<OutputValue> &Out,
+                     bool Histograms = true);
 
   // Variables, for checkpoints.
   const std::vector<VariableInfo> &variables() const { return Variables; }

@@ -957,8 +957,16 @@ mdrt::createNcclCollective(const std::vector<Device *> &Devices,
     return nullptr;
   if (Ordinals.size() == 1) {
     auto G = std::make_unique<SameGpuCollective>(Devs);
-    if (!G->init(MaxTensorBytes).isOk())
+    if (Status S = G->init(MaxTensorBytes); !S.isOk()) {
+      // Not sticky (out of memory): no later launch check must take it for
+      // its own.
+      (void)cudaGetLastError();
+      fprintf(stderr,
+              "note: an all-reduce on GPU %d cannot be set up there (%s); it "
+              "goes through the host\n",
+              Devs[0]->ordinal(), S.message().c_str());
       return nullptr;
+    }
     return G;
   }
 #ifdef MDRT_HAVE_NCCL

@@ -5,8 +5,8 @@ usage: options_documented.py GUIDE TOOL HELP_FILE [IGNORED ...]
 
 Reads HELP_FILE (the tool's --help output), takes every option it lists
 (a line whose first word starts with '-'; LLVM's "--name=<value>" and
-mdrun's "--name=VALUE" alike) and looks for each in GUIDE as `--name`
-(in backquotes, as the option tables write them). Prints one line per
+mdrun's "--name=VALUE" alike) and looks for each in GUIDE's option tables:
+as `--name` (in backquotes) on a table row (a line that starts with '|'). Prints one line per
 missing option and exits 1 when there is one; otherwise prints how many
 options were found documented. IGNORED names options not to look for.
 """
@@ -19,7 +19,8 @@ def main():
         sys.exit(__doc__.strip().splitlines()[2])
     guide_path, tool, help_path = sys.argv[1:4]
     ignored = set(sys.argv[4:])
-    guide = open(guide_path, encoding="utf-8").read()
+    guide = "\n".join(l for l in open(guide_path, encoding="utf-8")
+                      if l.startswith("|"))
     options = []
     for line in open(help_path, encoding="utf-8"):
         m = re.match(r"\s+(-{1,2}[A-Za-z][A-Za-z0-9-]*)", line)
@@ -29,7 +30,8 @@ def main():
         sys.exit("%s: no option found in %s" % (tool, help_path))
     missing = [o for o in options if not re.search("`" + re.escape(o) + "(?![A-Za-z0-9-])", guide)]
     for o in missing:
-        print("%s: option %s is not documented in %s" % (tool, o, guide_path))
+        print("%s: option %s is not in the option tables of %s" % (
+            tool, o, guide_path))
     if missing:
         sys.exit(1)
     print("%s: %d options documented" % (tool, len(options)))
