@@ -106,12 +106,35 @@ std::string modelText(const Case &C) {
   return OS.str();
 }
 
+/// Reads \p Text, compiles it for \p Config without the evaluation program
+/// and loads the plan into \p E, initialized (one thread, seed 7); \p E
+/// stays null after a failure.
+void loadPlan(const std::string &Text, const std::string &Name,
+              const DeploymentConfig &Config,
+              std::unique_ptr<mdrt::Executor> &E) {
+  auto G = readModelBuffer(Text, Name + ".mdg", {});
+  ASSERT_TRUE(bool(G)) << errorMessage(G.takeError()) << "\n" << Text;
+  PassContext Ctx(Config);
+  CompileOptions CO;
+  CO.BuildEval = false;
+  auto Comp = compileModel(std::move(*G), Ctx, CO);
+  ASSERT_TRUE(bool(Comp)) << errorMessage(Comp.takeError());
+  auto Plan = mdrt::PlanFile::fromBytes(Comp->Plan.toVector(), Name);
+  ASSERT_TRUE(Plan.isOk()) << Plan.status().message();
+  mdrt::ExecutorOptions EO;
+  EO.Threads = 1;
+  EO.Seed = 7;
+  auto Exec = mdrt::Executor::create(
+      std::shared_ptr<const mdrt::PlanFile>(Plan.take()), EO);
+  ASSERT_TRUE(Exec.isOk()) << Exec.status().message();
+  std::unique_ptr<mdrt::Executor> Made = Exec.take();
+  ASSERT_TRUE(Made->initialize().isOk());
+  E = std::move(Made);
+}
+
 /// Compiles and checks one case; failures are reported with the case name.
 void checkGradients(const Case &C) {
   SCOPED_TRACE(C.Name);
-  std::string Text = modelText(C);
-  auto G = readModelBuffer(Text, C.Name + ".mdg", {});
-  ASSERT_TRUE(bool(G)) << errorMessage(G.takeError()) << "\n" << Text;
   DeploymentConfig Config;
   Config.CloneOnCPU = true;
   OptimizerSettings O;
@@ -120,21 +143,11 @@ void checkGradients(const Case &C) {
   Config.Optimizer = O;
   Config.OptimizerFieldsSet["kind"] = true;
   Config.OptimizerFieldsSet["learning_rate"] = true;
-  PassContext Ctx(Config);
-  CompileOptions CO;
-  CO.BuildEval = false;
-  auto Comp = compileModel(std::move(*G), Ctx, CO);
-  ASSERT_TRUE(bool(Comp)) << errorMessage(Comp.takeError());
-  auto Plan = mdrt::PlanFile::fromBytes(Comp->Plan.toVector(), C.Name);
-  ASSERT_TRUE(Plan.isOk()) << Plan.status().message();
-  mdrt::ExecutorOptions EO;
-  EO.Threads = 1;
-  EO.Seed = 7;
-  auto Exec = mdrt::Executor::create(
-      std::shared_ptr<const mdrt::PlanFile>(Plan.take()), EO);
-  ASSERT_TRUE(Exec.isOk()) << Exec.status().message();
-  mdrt::Executor &E = **Exec;
-  ASSERT_TRUE(E.initialize().isOk());
+  std::unique_ptr<mdrt::Executor> Loaded;
+  loadPlan(modelText(C), C.Name, Config, Loaded);
+  if (!Loaded)
+    return;
+  mdrt::Executor &E = *Loaded;
   int Train = E.programIndex("train");
 
   // Every variable's value, to restore before each evaluation.
@@ -463,25 +476,14 @@ node { name: "m" op: "MatMul" input: "x" input: "w" }
 node { name: "l" op: "Mean" input: "m" }
 loss: "l"
 )";
-  auto G = readModelBuffer(Text, "h.mdg", {});
-  ASSERT_TRUE(bool(G)) << errorMessage(G.takeError());
   DeploymentConfig Config;
   Config.CloneOnCPU = true;
   Config.SummarizeGradients = true;
-  PassContext Ctx(Config);
-  CompileOptions CO;
-  CO.BuildEval = false;
-  auto Comp = compileModel(std::move(*G), Ctx, CO);
-  ASSERT_TRUE(bool(Comp)) << errorMessage(Comp.takeError());
-  auto Plan = mdrt::PlanFile::fromBytes(Comp->Plan.toVector(), "h.mdp");
-  ASSERT_TRUE(Plan.isOk()) << Plan.status().message();
-  mdrt::ExecutorOptions EO;
-  EO.Threads = 1;
-  auto Exec = mdrt::Executor::create(
-      std::shared_ptr<const mdrt::PlanFile>(Plan.take()), EO);
-  ASSERT_TRUE(Exec.isOk()) << Exec.status().message();
-  mdrt::Executor &E = **Exec;
-  ASSERT_TRUE(E.initialize().isOk());
+  std::unique_ptr<mdrt::Executor> Loaded;
+  loadPlan(Text, "h", Config, Loaded);
+  if (!Loaded)
+    return;
+  mdrt::Executor &E = *Loaded;
   int Train = E.programIndex("train");
   ASSERT_TRUE(E.run(Train, 0).isOk());
   std::vector<mdrt::OutputValue> All, Some;
