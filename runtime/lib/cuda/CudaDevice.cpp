@@ -336,6 +336,8 @@ public:
   void copyToHostAfter(int Event, void *Dst, const void *Src,
                        size_t Bytes) override {
     if (Event < 0 || size_t(Event) >= Events.size()) {
+      // Not from the executor: its local Send slots always signal, so a
+      // receive always names the send's event.
       Device::copyToHostAfter(Event, Dst, Src, Bytes);
       return;
     }

@@ -442,43 +442,49 @@ __device__ inline double warpSum(double V) {
 
 constexpr int RowsPerBlock = 8;
 
+/// A warp a row: each warp of a block of 32 * RowsPerBlock threads takes
+/// rows blockIdx.x * RowsPerBlock + warp, then every gridDim.x *
+/// RowsPerBlock rows after it (rowBlocks caps the grid). R is the same in a
+/// whole warp, so the warp's shuffles stay converged.
+#define WARP_ROW_STRIDE(R, Rows)                                               \
+  for (int64_t R = int64_t(blockIdx.x) * RowsPerBlock + threadIdx.x / 32;      \
+       R < (Rows); R += int64_t(gridDim.x) * RowsPerBlock)
+
 template <typename T>
 __global__ void softmaxKernel(const T *X, T *Y, int64_t Rows, int64_t Cols) {
-  int64_t R = int64_t(blockIdx.x) * RowsPerBlock + threadIdx.x / 32;
-  int Lane = threadIdx.x % 32;
-  if (R >= Rows)
-    return;
-  const T *XR = X + R * Cols;
-  T *YR = Y + R * Cols;
-  T Max = XR[0];
-  for (int64_t J = Lane; J < Cols; J += 32)
-    Max = XR[J] > Max ? XR[J] : Max;
-  Max = warpMax(Max);
-  double Sum = 0;
-  for (int64_t J = Lane; J < Cols; J += 32) {
-    T E = refSoftmaxExp<T>(XR[J] - Max);
-    YR[J] = E;
-    Sum += double(E);
+  const int Lane = threadIdx.x % 32;
+  WARP_ROW_STRIDE(R, Rows) {
+    const T *XR = X + R * Cols;
+    T *YR = Y + R * Cols;
+    T Max = XR[0];
+    for (int64_t J = Lane; J < Cols; J += 32)
+      Max = XR[J] > Max ? XR[J] : Max;
+    Max = warpMax(Max);
+    double Sum = 0;
+    for (int64_t J = Lane; J < Cols; J += 32) {
+      T E = refSoftmaxExp<T>(XR[J] - Max);
+      YR[J] = E;
+      Sum += double(E);
+    }
+    const T S = T(warpSum(Sum));
+    for (int64_t J = Lane; J < Cols; J += 32)
+      YR[J] = YR[J] / S;
   }
-  const T S = T(warpSum(Sum));
-  for (int64_t J = Lane; J < Cols; J += 32)
-    YR[J] = YR[J] / S;
 }
 
 template <typename T>
 __global__ void softmaxGradKernel(const T *Y, const T *DY, T *DX, int64_t Rows,
                                   int64_t Cols) {
-  int64_t R = int64_t(blockIdx.x) * RowsPerBlock + threadIdx.x / 32;
-  int Lane = threadIdx.x % 32;
-  if (R >= Rows)
-    return;
-  const T *YR = Y + R * Cols, *DR = DY + R * Cols;
-  double Dot = 0;
-  for (int64_t J = Lane; J < Cols; J += 32)
-    Dot += double(DR[J]) * double(YR[J]);
-  const T D = T(warpSum(Dot));
-  for (int64_t J = Lane; J < Cols; J += 32)
-    DX[R * Cols + J] = YR[J] * (DR[J] - D);
+  const int Lane = threadIdx.x % 32;
+  WARP_ROW_STRIDE(R, Rows) {
+    const T *YR = Y + R * Cols, *DR = DY + R * Cols;
+    double Dot = 0;
+    for (int64_t J = Lane; J < Cols; J += 32)
+      Dot += double(DR[J]) * double(YR[J]);
+    const T D = T(warpSum(Dot));
+    for (int64_t J = Lane; J < Cols; J += 32)
+      DX[R * Cols + J] = YR[J] * (DR[J] - D);
+  }
 }
 
 /// \p Report (null: none) gets the first row whose label is out of range
@@ -487,41 +493,40 @@ template <typename T, typename L>
 __global__ void ssceKernel(const T *X, const L *Labels, T *Loss, T *Back,
                            int64_t Rows, int64_t Cols,
                            unsigned long long *Report) {
-  int64_t R = int64_t(blockIdx.x) * RowsPerBlock + threadIdx.x / 32;
-  int Lane = threadIdx.x % 32;
-  if (R >= Rows)
-    return;
-  const T *XR = X + R * Cols;
-  T *BR = Back + R * Cols;
-  int64_t Label = int64_t(Labels[R]);
-  if (Label < 0 || Label >= Cols) {
-    const T Nan = dNan<T>();
-    if (Lane == 0) {
-      Loss[R] = Nan;
-      if (Report)
-        atomicMin(Report, (unsigned long long)packLabelReport(R, Label));
+  const int Lane = threadIdx.x % 32;
+  WARP_ROW_STRIDE(R, Rows) {
+    const T *XR = X + R * Cols;
+    T *BR = Back + R * Cols;
+    int64_t Label = int64_t(Labels[R]);
+    if (Label < 0 || Label >= Cols) {
+      const T Nan = dNan<T>();
+      if (Lane == 0) {
+        Loss[R] = Nan;
+        if (Report)
+          atomicMin(Report, (unsigned long long)packLabelReport(R, Label));
+      }
+      for (int64_t J = Lane; J < Cols; J += 32)
+        BR[J] = Nan;
+      continue;
     }
+    T Max = XR[0];
     for (int64_t J = Lane; J < Cols; J += 32)
-      BR[J] = Nan;
-    return;
-  }
-  T Max = XR[0];
-  for (int64_t J = Lane; J < Cols; J += 32)
-    Max = XR[J] > Max ? XR[J] : Max;
-  Max = warpMax(Max);
-  double Sum = 0;
-  for (int64_t J = Lane; J < Cols; J += 32) {
-    T E = refSoftmaxExp<T>(XR[J] - Max);
-    BR[J] = E;
-    Sum += double(E);
-  }
-  Sum = warpSum(Sum);
-  if (Lane == 0)
-    Loss[R] = T(::log(Sum) + (double(Max) - double(XR[Label])));
-  const double Inv = 1.0 / Sum;
-  for (int64_t J = Lane; J < Cols; J += 32) {
-    T V = T(double(BR[J]) * Inv);
-    BR[J] = J == Label ? V - T(1) : V;
+      Max = XR[J] > Max ? XR[J] : Max;
+    Max = warpMax(Max);
+    double Sum = 0;
+    for (int64_t J = Lane; J < Cols; J += 32) {
+      T E = refSoftmaxExp<T>(XR[J] - Max);
+      BR[J] = E;
+      Sum += double(E);
+    }
+    Sum = warpSum(Sum);
+    if (Lane == 0)
+      Loss[R] = T(::log(Sum) + (double(Max) - double(XR[Label])));
+    const double Inv = 1.0 / Sum;
+    for (int64_t J = Lane; J < Cols; J += 32) {
+      T V = T(double(BR[J]) * Inv);
+      BR[J] = J == Label ? V - T(1) : V;
+    }
   }
 }
 
@@ -557,9 +562,9 @@ __global__ void refSsceKernel(const T *X, const L *Labels, T *Loss, T *Back,
   }
 }
 
-inline unsigned rowBlocks(int64_t Rows) {
-  return unsigned((Rows + RowsPerBlock - 1) / RowsPerBlock);
-}
+/// Blocks for the WARP_ROW_STRIDE kernels: a warp a row, capped like gridFor
+/// (the kernels' loops take the rows past the cap).
+inline unsigned rowBlocks(int64_t Rows) { return gridFor(Rows, RowsPerBlock); }
 
 template <typename T> class SoftmaxKernel : public CudaKernel {
 public:
