@@ -342,6 +342,8 @@ OptimizerSettings DeploymentConfig::resolveOptimizer(
     O.DecaySteps = D.DecaySteps;
   if (Set("decay_rate"))
     O.DecayRate = D.DecayRate;
+  if (Set("rho"))
+    O.Rho = D.Rho;
   return O;
 }
 

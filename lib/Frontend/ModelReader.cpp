@@ -1155,6 +1155,8 @@ static OptimizerSettings convertOptimizer(const desc::Optimizer &O,
     S.DecaySteps = O.decay_steps();
   if (O.has_decay_rate())
     S.DecayRate = O.decay_rate();
+  if (O.has_rho())
+    S.Rho = O.rho();
   return S;
 }
 

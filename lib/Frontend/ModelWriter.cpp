@@ -333,7 +333,7 @@ void Writer::write() {
   if (G.getOptimizer() || G.getDefaultBatchSize()) {
     OS << "training {\n";
     if (const auto &O = G.getOptimizer()) {
-      static const char *Kinds[] = {"SGD", "MOMENTUM", "ADAM"};
+      static const char *Kinds[] = {"SGD", "MOMENTUM", "ADAM", "RMSPROP"};
       OS << "  optimizer {\n    kind: " << Kinds[unsigned(O->K)] << '\n';
       auto F = [&](StringRef Name, double V) {
         OS << "    " << Name << ": ";
@@ -341,11 +341,16 @@ void Writer::write() {
         OS << '\n';
       };
       F("learning_rate", O->LearningRate);
-      F("momentum", O->Momentum);
+      // Unset, these two take the kind's default: written only when given,
+      // so that the graph read back resolves as this one does.
+      if (O->Momentum)
+        F("momentum", *O->Momentum);
       OS << "    nesterov: " << (O->Nesterov ? "true" : "false") << '\n';
       F("beta1", O->Beta1);
       F("beta2", O->Beta2);
-      F("epsilon", O->Epsilon);
+      if (O->Epsilon)
+        F("epsilon", *O->Epsilon);
+      F("rho", O->Rho);
       OS << "    decay_steps: " << O->DecaySteps << '\n';
       F("decay_rate", O->DecayRate);
       OS << "  }\n";

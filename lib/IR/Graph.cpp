@@ -111,14 +111,16 @@ StringRef mdplan::optimizerKindName(OptimizerSettings::Kind K) {
     return "momentum";
   case OptimizerSettings::Kind::Adam:
     return "adam";
+  case OptimizerSettings::Kind::RMSProp:
+    return "rmsprop";
   }
   llvm_unreachable("bad optimizer");
 }
 
 ArrayRef<StringRef> mdplan::optimizerValueFields() {
-  static const StringRef Fields[] = {"learning_rate", "momentum", "beta1",
-                                     "beta2",         "epsilon",  "decay_steps",
-                                     "decay_rate"};
+  static const StringRef Fields[] = {"learning_rate", "momentum",  "beta1",
+                                     "beta2",         "epsilon",   "rho",
+                                     "decay_steps",   "decay_rate"};
   return Fields;
 }
 
@@ -140,13 +142,16 @@ std::string mdplan::checkOptimizerField(const OptimizerSettings &O,
     return Check(O.LearningRate, O.LearningRate > 0, "learning rate",
                  "be positive");
   if (Field == "momentum")
-    return Check(O.Momentum, O.Momentum >= 0, "momentum", "not be negative");
+    return Check(O.momentum(), O.momentum() >= 0, "momentum",
+                 "not be negative");
   if (Field == "beta1")
     return Fraction(O.Beta1) ? "" : "beta1 must be in [0, 1)";
   if (Field == "beta2")
     return Fraction(O.Beta2) ? "" : "beta2 must be in [0, 1)";
   if (Field == "epsilon")
-    return Check(O.Epsilon, O.Epsilon > 0, "epsilon", "be positive");
+    return Check(O.epsilon(), O.epsilon() > 0, "epsilon", "be positive");
+  if (Field == "rho")
+    return Fraction(O.Rho) ? "" : "rho must be in [0, 1)";
   if (Field == "decay_steps")
     return O.DecaySteps >= 0 ? "" : "decay_steps must not be negative";
   if (Field == "decay_rate")

@@ -1405,6 +1405,10 @@ void registerAllOps(std::vector<OpDef> &Ops) {
       .attr("beta1", K::Float, Attr(0.9))
       .attr("beta2", K::Float, Attr(0.999))
       .attr("epsilon", K::Float, Attr(1e-8));
+  Apply(OpKind::ApplyRMSProp, {"variable", "ms", "mom", "gradient", "step"})
+      .attr("rho", K::Float, Attr(0.9))
+      .attr("momentum", K::Float, Attr(0.0))
+      .attr("epsilon", K::Float, Attr(1e-10));
 
   // Summaries.
   Def(Ops, OpKind::ScalarSummary)

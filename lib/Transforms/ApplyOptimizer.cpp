@@ -38,9 +38,9 @@ public:
 
 /// The attributes of \p Var's optimizer slots: its own, zero-initialized,
 /// not trainable, no mirror.
-static AttrDict slotAttrs(const Node &Var) {
+static AttrDict slotAttrs(const Node &Var, StringRef Initializer) {
   AttrDict A = Var.attrs();
-  A.set("initializer", "zeros");
+  A.set("initializer", Initializer);
   A.set("trainable", false);
   A.erase("mirror_of");
   return A;
@@ -119,10 +119,11 @@ static Error shareReplicaZeroValues(Graph &G, const DeploymentConfig &C,
   return Error::success();
 }
 
-/// Warns about optimizer fields with a value other than their default that
-/// the optimizer does not read (`momentum` for SGD, `beta1` for momentum),
-/// or that a decay without its other half leaves without effect: TF would
-/// have refused such arguments, and here they would change nothing.
+/// Warns about optimizer fields the optimizer does not read (`momentum` for
+/// SGD, `beta1` for momentum), given or with a value other than their
+/// default, or that a decay without its other half leaves without effect:
+/// TF would have refused such arguments, and here they would change
+/// nothing.
 static void warnUnusedOptimizerFields(const Graph &G, PassContext &Ctx,
                                       const OptimizerSettings &O) {
   const DeploymentConfig &C = Ctx.Config;
@@ -135,19 +136,24 @@ static void warnUnusedOptimizerFields(const Graph &G, PassContext &Ctx,
   StringRef Kind = optimizerKindName(O.K);
   auto Unused = [&](StringRef Field, bool Differs, StringRef UsedBy) {
     if (Differs)
-      Ctx.Diags.warning(Where(Field), Field + " is not used by optimizer " +
-                                          Kind + " (only " + UsedBy +
-                                          " uses it): it has no effect");
+      Ctx.Diags.warning(Where(Field),
+                        Field + " is not used by optimizer " + Kind +
+                            " (only " + UsedBy +
+                            (UsedBy.contains(' ') ? " use" : " uses") +
+                            " it): it has no effect");
   };
-  if (O.K != K::Momentum) {
-    Unused("momentum", O.Momentum != Default.Momentum, "momentum");
+  if (O.K != K::Momentum && O.K != K::RMSProp)
+    Unused("momentum", O.Momentum.has_value(), "momentum and rmsprop");
+  if (O.K != K::Momentum)
     Unused("nesterov", O.Nesterov != Default.Nesterov, "momentum");
-  }
   if (O.K != K::Adam) {
     Unused("beta1", O.Beta1 != Default.Beta1, "adam");
     Unused("beta2", O.Beta2 != Default.Beta2, "adam");
-    Unused("epsilon", O.Epsilon != Default.Epsilon, "adam");
   }
+  if (O.K != K::Adam && O.K != K::RMSProp)
+    Unused("epsilon", O.Epsilon.has_value(), "adam and rmsprop");
+  if (O.K != K::RMSProp)
+    Unused("rho", O.Rho != Default.Rho, "rmsprop");
   if (O.DecaySteps == 0 && O.DecayRate != Default.DecayRate)
     Ctx.Diags.warning(Where("decay_rate"),
                       "decay_rate has no effect without decay_steps: the "
@@ -209,35 +215,47 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
   UpdateAttrs.set("decay_steps", O.DecaySteps);
   UpdateAttrs.set("decay_rate", O.DecayRate);
   OpKind K = OpKind::ApplyGradientDescent;
-  StringRef Slots[2];
+  // The slots, named as TF's optimizers name them, and their initializers.
+  struct SlotKind {
+    StringRef Suffix, Initializer;
+  };
+  SmallVector<SlotKind, 2> Slots;
   switch (O.K) {
   case OptimizerSettings::Kind::SGD:
     break;
   case OptimizerSettings::Kind::Momentum:
     K = OpKind::ApplyMomentum;
-    Slots[0] = "Momentum";
-    UpdateAttrs.set("momentum", O.Momentum);
+    Slots = {{"Momentum", "zeros"}};
+    UpdateAttrs.set("momentum", O.momentum());
     UpdateAttrs.set("nesterov", O.Nesterov);
     break;
   case OptimizerSettings::Kind::Adam:
     K = OpKind::ApplyAdam;
-    Slots[0] = "Adam";
-    Slots[1] = "Adam_1";
+    Slots = {{"Adam", "zeros"}, {"Adam_1", "zeros"}};
     UpdateAttrs.set("beta1", O.Beta1);
     UpdateAttrs.set("beta2", O.Beta2);
-    UpdateAttrs.set("epsilon", O.Epsilon);
+    UpdateAttrs.set("epsilon", O.epsilon());
+    break;
+  case OptimizerSettings::Kind::RMSProp:
+    // The mean square starts at one (TF's RMSPropOptimizer), the momentum
+    // at zero.
+    K = OpKind::ApplyRMSProp;
+    Slots = {{"RMSProp", "ones"}, {"RMSProp_1", "zeros"}};
+    UpdateAttrs.set("rho", O.Rho);
+    UpdateAttrs.set("momentum", O.momentum());
+    UpdateAttrs.set("epsilon", O.epsilon());
     break;
   }
   // The copies of a variable in the clones differ only in mirror_of, which
-  // their slots drop: their slots share one dictionary.
+  // their slots drop: their slots share one dictionary per initializer.
   AttrDictUniquer SlotUniquer;
   for (auto &[Var, Grad] : S.SummedGradients) {
     SmallVector<TensorRef, 5> Ins = {TensorRef(Var)};
-    AttrDict SlotAttrs =
-        Slots[0].empty() ? AttrDict() : SlotUniquer.unique(slotAttrs(*Var));
-    for (StringRef Suffix : Slots) {
-      if (Suffix.empty())
-        continue;
+    AttrDict SlotAttrs;
+    for (unsigned I = 0; I < Slots.size(); ++I) {
+      StringRef Suffix = Slots[I].Suffix;
+      if (I == 0 || Slots[I].Initializer != Slots[I - 1].Initializer)
+        SlotAttrs = SlotUniquer.unique(slotAttrs(*Var, Slots[I].Initializer));
       Node *Slot = createSlot(G, Var, Suffix, SlotAttrs);
       if (!Slot)
         return Var->error("cannot create its optimizer slot '" +

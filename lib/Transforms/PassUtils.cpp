@@ -114,6 +114,7 @@ SmallVector<unsigned, 3> mdplan::writtenInputs(const Node &N) {
     R.push_back(1);
     break;
   case OpKind::ApplyAdam:
+  case OpKind::ApplyRMSProp:
     R.push_back(1);
     R.push_back(2);
     break;

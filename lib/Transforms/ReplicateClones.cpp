@@ -122,7 +122,8 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
   for (const auto &N : G.nodes()) {
     OpKind K = N->getOp().Kind;
     if (K == OpKind::BatchSlice || K == OpKind::ApplyGradientDescent ||
-        K == OpKind::ApplyMomentum || K == OpKind::ApplyAdam)
+        K == OpKind::ApplyMomentum || K == OpKind::ApplyAdam ||
+        K == OpKind::ApplyRMSProp)
       return makeError(N->getLoc(),
                        "node '" + N->getName() + "' has op " + N->getOp().Name +
                            ", which mdplan's passes make: the graph has been "

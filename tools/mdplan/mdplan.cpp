@@ -310,20 +310,26 @@ static EnumOpt<OptimizerSettings::Kind> OptimizerKind(
     cl::values(
         clEnumValN(OptimizerSettings::Kind::SGD, "sgd", "gradient descent"),
         clEnumValN(OptimizerSettings::Kind::Momentum, "momentum", "momentum"),
-        clEnumValN(OptimizerSettings::Kind::Adam, "adam", "Adam")),
+        clEnumValN(OptimizerSettings::Kind::Adam, "adam", "Adam"),
+        clEnumValN(OptimizerSettings::Kind::RMSProp, "rmsprop", "RMSProp")),
     cl::cat(OptCat));
 static NumberOpt<double> LearningRate("learning-rate", cl::cat(OptCat),
                                       cl::desc("Learning rate"));
-static NumberOpt<double> MomentumOpt("momentum", cl::cat(OptCat),
-                                     cl::desc("Momentum (default 0.9)"));
+static NumberOpt<double>
+    MomentumOpt("momentum", cl::cat(OptCat),
+                cl::desc("Momentum (default 0.9; rmsprop: 0)"));
 static cl::opt<bool> Nesterov("nesterov", cl::cat(OptCat),
                               cl::desc("Nesterov momentum"));
 static NumberOpt<double> Beta1("beta1", cl::cat(OptCat),
                                cl::desc("Adam beta1 (default 0.9)"));
 static NumberOpt<double> Beta2("beta2", cl::cat(OptCat),
                                cl::desc("Adam beta2 (default 0.999)"));
-static NumberOpt<double> Epsilon("epsilon", cl::cat(OptCat),
-                                 cl::desc("Adam epsilon (default 1e-8)"));
+static NumberOpt<double> Epsilon(
+    "epsilon", cl::cat(OptCat),
+    cl::desc("Adam and RMSProp epsilon (default 1e-8; rmsprop: 1e-10)"));
+static NumberOpt<double>
+    Rho("rho", cl::cat(OptCat),
+        cl::desc("RMSProp decay of the mean square (default 0.9)"));
 static NumberOpt<int64_t>
     DecaySteps("lr-decay-steps", cl::cat(OptCat),
                cl::desc("Multiply the learning rate by --lr-decay-rate every "
@@ -389,6 +395,7 @@ static Error buildConfig(DeploymentConfig &C, SourceMgr &SM) {
   Opt(Beta1, "beta1", [](OptimizerSettings &O) { O.Beta1 = Beta1; });
   Opt(Beta2, "beta2", [](OptimizerSettings &O) { O.Beta2 = Beta2; });
   Opt(Epsilon, "epsilon", [](OptimizerSettings &O) { O.Epsilon = Epsilon; });
+  Opt(Rho, "rho", [](OptimizerSettings &O) { O.Rho = Rho; });
   Opt(DecaySteps, "decay_steps",
       [](OptimizerSettings &O) { O.DecaySteps = DecaySteps; });
   Opt(DecayRate, "decay_rate",

@@ -296,22 +296,39 @@ llvm::StringRef collectionName(Collection C);
 
 /// Optimizer and learning-rate settings a graph file may carry as defaults.
 struct OptimizerSettings {
-  enum class Kind : uint8_t { SGD, Momentum, Adam };
+  enum class Kind : uint8_t { SGD, Momentum, Adam, RMSProp };
   Kind K = Kind::SGD;
   double LearningRate = 0.01;
-  double Momentum = 0.9;
+  /// Momentum and RMSProp; unset: the kind's default (momentum()).
+  std::optional<double> Momentum;
   bool Nesterov = false;
   double Beta1 = 0.9;
   double Beta2 = 0.999;
-  double Epsilon = 1e-8;
+  /// Adam and RMSProp; unset: the kind's default (epsilon()).
+  std::optional<double> Epsilon;
+  /// RMSProp's decay of the mean square (TF's `decay`, Keras's `rho`).
+  double Rho = 0.9;
   /// Multiply the learning rate by DecayRate every DecaySteps steps
   /// (0 = constant).
   int64_t DecaySteps = 0;
   double DecayRate = 1.0;
+
+  /// The momentum the update uses: the one given, else the kind's default
+  /// (0.9 for momentum, where TF's MomentumOptimizer requires a value; 0
+  /// for RMSProp, TF's default).
+  double momentum() const {
+    return Momentum.value_or(K == Kind::RMSProp ? 0.0 : 0.9);
+  }
+  /// The epsilon the update uses: the one given, else the kind's default
+  /// (TF's: 1e-8 for Adam, 1e-10 for RMSProp).
+  double epsilon() const {
+    return Epsilon.value_or(K == Kind::RMSProp ? 1e-10 : 1e-8);
+  }
 };
 llvm::StringRef optimizerKindName(OptimizerSettings::Kind K);
 /// The numeric fields of OptimizerSettings, by their graph-format names:
-/// learning_rate, momentum, beta1, beta2, epsilon, decay_steps, decay_rate.
+/// learning_rate, momentum, beta1, beta2, epsilon, rho, decay_steps,
+/// decay_rate.
 llvm::ArrayRef<llvm::StringRef> optimizerValueFields();
 /// What is wrong with field \p Field (one of optimizerValueFields()) of
 /// \p O, e.g. "learning rate must be positive"; "" when it is valid.

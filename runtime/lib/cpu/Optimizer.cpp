@@ -4,10 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// AssignMovingAverage, AssignAdd, ApplyGradientDescent, ApplyMomentum and
-// ApplyAdam. They write their variable (and slot) inputs in place and have
-// no outputs. The Apply ops read the global step (before this step's
-// increment) from their last input, an int64 scalar. Per-step scalars
+// AssignMovingAverage, AssignAdd, ApplyGradientDescent, ApplyMomentum,
+// ApplyAdam and ApplyRMSProp. They write their variable (and slot) inputs in
+// place and have no outputs. The Apply ops read the global step (before this
+// step's increment) from their last input, an int64 scalar. Per-step scalars
 // (decayed learning rate, Adam's bias correction) are computed in double
 // and rounded once to the variable's type. Updates flush denormals to
 // zero (see FlushDenormalsScope).
@@ -74,6 +74,24 @@ MDRT_CPU_CLONES void adamLoop(T *__restrict Var, T *__restrict Mv,
     Mv[K] = M;
     Vv[K] = V;
     Var[K] -= A.Alpha * M / (std::sqrt(V) + A.Eps);
+  }
+}
+
+/// RMSProp's constants in T: the step's learning rate, 1 - rho, momentum
+/// and epsilon.
+template <typename T> struct RMSPropConsts { T Lr, C, Mo, Eps; };
+
+template <typename T>
+MDRT_CPU_CLONES void rmspropLoop(T *__restrict Var, T *__restrict Ms,
+                                 T *__restrict Mom, const T *__restrict G,
+                                 RMSPropConsts<T> A, int64_t N) {
+  for (int64_t K = 0; K < N; ++K) {
+    const T GK = G[K], S = Ms[K];
+    const T NS = S + (GK * GK - S) * A.C;
+    const T NM = A.Mo * Mom[K] + A.Lr * GK / std::sqrt(NS + A.Eps);
+    Ms[K] = NS;
+    Mom[K] = NM;
+    Var[K] -= NM;
   }
 }
 
@@ -264,6 +282,40 @@ private:
   int Threads = 1;
 };
 
+/// ms += (g^2 - ms) (1 - rho); mom = momentum mom + lr_t g / sqrt(ms + eps);
+/// var -= mom (TF's ApplyRMSProp, not centered).
+template <typename T> class RMSPropKernel : public Kernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(checkApply(I, 4));
+    N = I.Inputs[0].numElements();
+    LR.init(I);
+    OneMinusRho = T(1.0 - I.Attrs.getFloat("rho", 0.9));
+    Momentum = T(I.Attrs.getFloat("momentum", 0.0));
+    Eps = T(I.Attrs.getFloat("epsilon", 1e-10));
+    Threads = I.NumThreads;
+    return Status::ok();
+  }
+  void run(const ExecContext &C) override {
+    T *Var = static_cast<T *>(C.In[0]);
+    T *Ms = static_cast<T *>(C.In[1]);
+    T *Mom = static_cast<T *>(C.In[2]);
+    const T *G = static_cast<const T *>(C.In[3]);
+    const RMSPropConsts<T> A = {T(LR.at(readStep(C, 4))), OneMinusRho, Momentum,
+                                Eps};
+    parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {
+      FlushDenormalsScope Flush;
+      rmspropLoop(Var + B, Ms + B, Mom + B, G + B, A, E - B);
+    });
+  }
+
+private:
+  int64_t N = 0;
+  LearningRate LR;
+  T OneMinusRho = 0, Momentum = 0, Eps = 0;
+  int Threads = 1;
+};
+
 KernelOr createMovingAverage(const KernelInfo &I) {
   if (I.Inputs.empty())
     return Status::error("AssignMovingAverage takes 2 inputs, got 0");
@@ -292,4 +344,5 @@ void cpu::registerOptimizerKernels(KernelRegistry &R) {
         createApply<GradientDescentKernel>);
   R.add(DeviceKind::CPU, "ApplyMomentum", createApply<MomentumKernel>);
   R.add(DeviceKind::CPU, "ApplyAdam", createApply<AdamKernel>);
+  R.add(DeviceKind::CPU, "ApplyRMSProp", createApply<RMSPropKernel>);
 }

@@ -962,11 +962,14 @@ struct LearningRate {
   }
 };
 
-enum class Update { MovingAverage, GradientDescent, Momentum, Adam };
+enum class Update { MovingAverage, GradientDescent, Momentum, Adam, RMSProp };
 
+/// The attributes, with the defaults of Momentum and Adam (createUpdate
+/// reads RMSProp's momentum and epsilon with its own defaults, 0 and 1e-10).
 struct UpdateParams {
   LearningRate LR;
-  double Decay = 0.999, Momentum = 0.9, Beta1 = 0.9, Beta2 = 0.999, Eps = 1e-8;
+  double Decay = 0.999, Momentum = 0.9, Beta1 = 0.9, Beta2 = 0.999, Eps = 1e-8,
+         Rho = 0.9;
   bool Nesterov = false;
 };
 
@@ -1005,13 +1008,20 @@ __global__ void updateKernel(UpdateParams P, T *__restrict__ Var,
       momentumUpdate(V, Acc, G[K], A, T(P.Momentum), P.Nesterov);
       S1[K] = Acc;
       Var[K] = V;
-    } else {
+    } else if constexpr (U == Update::Adam) {
       const AdamScalars<T> S = {T(P.Beta1),       T(1.0 - P.Beta1), T(P.Beta2),
                                 T(1.0 - P.Beta2), T(P.Eps),         A};
       T V = Var[K], M = S1[K], Sq = S2[K];
       adamUpdate(V, M, Sq, G[K], S);
       S1[K] = M;
       S2[K] = Sq;
+      Var[K] = V;
+    } else if constexpr (U == Update::RMSProp) {
+      const RMSPropScalars<T> S = {T(1.0 - P.Rho), T(P.Momentum), T(P.Eps), A};
+      T V = Var[K], Ms = S1[K], Mom = S2[K];
+      rmspropUpdate(V, Ms, Mom, G[K], S);
+      S1[K] = Ms;
+      S2[K] = Mom;
       Var[K] = V;
     }
   }
@@ -1023,9 +1033,9 @@ public:
   void run(const ExecContext &C) override {
     if (!N)
       return;
-    constexpr unsigned Slots = U == Update::Adam       ? 2
-                               : U == Update::Momentum ? 1
-                                                       : 0;
+    constexpr unsigned Slots = U == Update::Adam || U == Update::RMSProp ? 2
+                               : U == Update::Momentum                   ? 1
+                                                                         : 0;
     T *Var = static_cast<T *>(C.In[0]);
     T *S1 = Slots > 0 ? static_cast<T *>(C.In[1]) : nullptr;
     T *S2 = Slots > 1 ? static_cast<T *>(C.In[2]) : nullptr;
@@ -1070,14 +1080,22 @@ template <Update U> KernelOr createUpdate(const KernelInfo &I) {
         cpu::checkElements(I, I.Inputs[1], I.Inputs[0].numElements(), "input"));
     P.Decay = I.Attrs.getFloat("decay", 0.999);
   } else {
-    unsigned NumTensors = U == Update::Adam ? 4 : U == Update::Momentum ? 3 : 2;
+    unsigned NumTensors = U == Update::Adam || U == Update::RMSProp ? 4
+                          : U == Update::Momentum                   ? 3
+                                                                    : 2;
     MDRT_RETURN_IF_ERROR(checkApply(I, NumTensors));
     P.LR.init(I);
-    P.Momentum = I.Attrs.getFloat("momentum", 0.9);
-    P.Nesterov = I.Attrs.getBool("nesterov", false);
-    P.Beta1 = I.Attrs.getFloat("beta1", 0.9);
-    P.Beta2 = I.Attrs.getFloat("beta2", 0.999);
-    P.Eps = I.Attrs.getFloat("epsilon", 1e-8);
+    if (U == Update::RMSProp) {
+      P.Rho = I.Attrs.getFloat("rho", 0.9);
+      P.Momentum = I.Attrs.getFloat("momentum", 0.0);
+      P.Eps = I.Attrs.getFloat("epsilon", 1e-10);
+    } else {
+      P.Momentum = I.Attrs.getFloat("momentum", 0.9);
+      P.Nesterov = I.Attrs.getBool("nesterov", false);
+      P.Beta1 = I.Attrs.getFloat("beta1", 0.9);
+      P.Beta2 = I.Attrs.getFloat("beta2", 0.999);
+      P.Eps = I.Attrs.getFloat("epsilon", 1e-8);
+    }
   }
   int64_t N = I.Inputs[0].numElements();
   return dispatch<true>(I.Inputs[0].Type, [&](auto *Tag) -> KernelOr {
@@ -1173,4 +1191,5 @@ void cuda::registerElementwiseKernels(KernelRegistry &R) {
   R.add(GPU, "ApplyGradientDescent", createUpdate<Update::GradientDescent>);
   R.add(GPU, "ApplyMomentum", createUpdate<Update::Momentum>);
   R.add(GPU, "ApplyAdam", createUpdate<Update::Adam>);
+  R.add(GPU, "ApplyRMSProp", createUpdate<Update::RMSProp>);
 }

@@ -14,7 +14,8 @@
 // gives those results in the default floating-point environment, float64
 // too, in the CPU's order of operations, so that both compute the same
 // numbers where slots decay towards zero. The per-step scalars (learning
-// rate, Adam's bias correction) come from the caller, rounded once to T.
+// rate, Adam's bias correction) and the constants (RMSProp's 1 - rho,
+// momentum, epsilon) come from the caller, rounded once to T.
 //
 //===----------------------------------------------------------------------===//
 
@@ -128,6 +129,26 @@ MDRT_HOST_DEVICE inline void adamUpdate(T &Var, T &Mom, T &Sq, T G,
   Sq = NV;
   const T Den = M::add(M::sqrt(NV), M::in(S.Eps));
   Var = M::sub(M::in(Var), M::div(M::mul(M::in(S.Alpha), NM), Den));
+}
+
+/// RMSProp's scalars in T: C = 1 - rho, momentum, epsilon, and the step's
+/// learning rate.
+template <typename T> struct RMSPropScalars { T C, Mo, Eps, Lr; };
+
+/// ms += (g^2 - ms) (1 - rho); mom = mo mom + lr g / sqrt(ms + eps);
+/// var -= mom (TF's order of operations).
+template <typename T>
+MDRT_HOST_DEVICE inline void rmspropUpdate(T &Var, T &Ms, T &Mom, T G,
+                                           const RMSPropScalars<T> &S) {
+  using M = FtzMath<T>;
+  const T GK = M::in(G), Sq = M::in(Ms);
+  const T NS = M::add(Sq, M::mul(M::sub(M::mul(GK, GK), Sq), M::in(S.C)));
+  const T Den = M::sqrt(M::add(NS, M::in(S.Eps)));
+  const T NM = M::add(M::mul(M::in(S.Mo), M::in(Mom)),
+                      M::div(M::mul(M::in(S.Lr), GK), Den));
+  Ms = NS;
+  Mom = NM;
+  Var = M::sub(M::in(Var), NM);
 }
 
 } // namespace cuda

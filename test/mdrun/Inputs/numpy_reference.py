@@ -6,9 +6,10 @@ steps on the same batches, printing each step's loss as
 `mdrun --print-losses` does (`step N loss X`).
 
   numpy_reference.py mlp|cnn|resnet CHECKPOINT.txt DATA_DIR --steps=N
-      --batch=B [--clones=N] [--optimizer=sgd|momentum|adam]
+      --batch=B [--clones=N] [--optimizer=sgd|momentum|adam|rmsprop]
       [--learning-rate=LR]
       [--decay-steps=S --decay-rate=R] [--momentum=M] [--nesterov]
+      [--rho=RHO] [--epsilon=EPS]
       [--l2=SCALE] [--dropout-rate=R] [--check-initial] [--evaluate]
       [--final=FILE]
 
@@ -372,14 +373,27 @@ class Optimizer:
     name them): gradient descent; momentum (accum = momentum * accum + g,
     then var -= lr * accum, or with Nesterov var -= lr * (g + momentum *
     accum)); Adam (m and v, the bias correction in the step size, epsilon
-    added to sqrt(v)). The learning rate decays in a staircase by the
-    global step before the update."""
+    added to sqrt(v)); RMSProp without centering (a mean square ms that
+    starts at one, ms += (g^2 - ms) * (1 - rho); a momentum slot, mom =
+    momentum * mom + lr * g / sqrt(ms + epsilon); var -= mom). The learning
+    rate decays in a staircase by the global step before the update.
+    Unset, momentum and epsilon take TensorFlow's defaults of the
+    optimizer: 0.9 (mdplan's, for momentum) and 1e-8 for Adam, 0 and
+    1e-10 for RMSProp."""
 
-    SLOTS = {"sgd": [], "momentum": ["Momentum"], "adam": ["Adam", "Adam_1"]}
+    SLOTS = {"sgd": [], "momentum": ["Momentum"], "adam": ["Adam", "Adam_1"],
+             "rmsprop": ["RMSProp", "RMSProp_1"]}
+    # The slots that start at one (the others at zero).
+    ONES = {"RMSProp"}
 
     def __init__(self, args):
         self.a = args
         self.slots = self.SLOTS[args.optimizer]
+        rms = args.optimizer == "rmsprop"
+        if args.momentum is None:
+            args.momentum = 0.0 if rms else 0.9
+        if args.epsilon is None:
+            args.epsilon = 1e-10 if rms else 1e-8
 
     def rate(self, step):
         lr = self.a.learning_rate
@@ -398,6 +412,11 @@ class Optimizer:
             if a.nesterov:
                 return var - lr * (g + a.momentum * slots[0])
             return var - lr * slots[0]
+        if a.optimizer == "rmsprop":
+            slots[0] = slots[0] + (g * g - slots[0]) * (1 - a.rho)
+            slots[1] = a.momentum * slots[1] + lr * g / np.sqrt(
+                slots[0] + a.epsilon)
+            return var - slots[1]
         t = step + 1
         alpha = lr * np.sqrt(1 - a.beta2 ** t) / (1 - a.beta1 ** t)
         slots[0] = a.beta1 * slots[0] + (1 - a.beta1) * g
@@ -408,7 +427,8 @@ class Optimizer:
 def check_initial(t, slots):
     """The state of step 0 as the model files define it: the global step 0;
     biases, betas and moving means zeros, gammas and moving variances
-    ones; every optimizer slot zeros; and the weight matrices and filters
+    ones; every optimizer slot zeros but RMSProp's mean square, ones; and
+    the weight matrices and filters
     drawn from Glorot's uniform distribution (the default initializer):
     within +-sqrt(6 / (fan_in + fan_out)) (a float32 ulp over), where a filter's fans count its
     window, with the distribution's mean 0 and variance limit^2 / 3 to 5
@@ -421,7 +441,11 @@ def check_initial(t, slots):
         fail("global_step", "is %s, not 0" % t["global_step"])
     for name, x in t.items():
         leaf = name.rsplit("/", 1)[-1]
-        if leaf in slots or leaf in ("biases", "bias", "beta", "moving_mean"):
+        if leaf in Optimizer.ONES and leaf in slots:
+            if np.any(x != 1):
+                fail(name, "is not all ones")
+        elif leaf in slots or leaf in ("biases", "bias", "beta",
+                                       "moving_mean"):
             if np.any(x != 0):
                 fail(name, "is not all zeros")
         elif leaf in ("gamma", "moving_variance"):
@@ -485,11 +509,12 @@ def main():
     ap.add_argument("--decay-steps", type=int, default=0)
     ap.add_argument("--decay-rate", type=float, default=1.0)
     ap.add_argument("--l2", type=float, default=0.0)
-    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--momentum", type=float, default=None)
+    ap.add_argument("--rho", type=float, default=0.9)
     ap.add_argument("--nesterov", action="store_true")
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)
-    ap.add_argument("--epsilon", type=float, default=1e-8)
+    ap.add_argument("--epsilon", type=float, default=None)
     ap.add_argument("--evaluate", action="store_true",
                     help="after the last step, print the mean loss and "
                     "accuracy over the t10k split (batch-norm moving "

@@ -157,6 +157,156 @@ TEST(CpuKernels, ApplyAdam) {
   }
 }
 
+/// TF's ApplyRMSProp in double, one step: ms += (g^2 - ms) (1 - rho);
+/// mom = momentum mom + lr g / sqrt(ms + eps); var -= mom.
+void rmspropReference(std::vector<double> &Var, std::vector<double> &Ms,
+                      std::vector<double> &Mom, const std::vector<double> &G,
+                      double Lr, double Rho, double Momentum, double Eps) {
+  for (size_t K = 0; K < Var.size(); ++K) {
+    Ms[K] += (G[K] * G[K] - Ms[K]) * (1 - Rho);
+    Mom[K] = Momentum * Mom[K] + Lr * G[K] / std::sqrt(Ms[K] + Eps);
+    Var[K] -= Mom[K];
+  }
+}
+
+TEST(CpuKernels, ApplyRMSPropWithDecayAndMomentum) {
+  const std::vector<std::vector<double>> Grads = {
+      {0.5, -0.25, 2, 0}, {-1, 0.75, 1.5, 0.125}, {0.25, 0.5, -3, -0.5}};
+  for (DType T : FloatTypes) {
+    // lr_t = 0.01 * 0.5^floor(step / 2): 0.01, then 0.005 at steps 2 and 3.
+    std::vector<double> Var = {1, -2, 0.5, 3}, Ms = {0.25, 0, 1, 0.5},
+                        Mom = {0.1, -0.2, 0, 0.05};
+    OpRunner R("ApplyRMSProp");
+    R.attr("learning_rate", 0.01)
+        .attr("decay_steps", int64_t(2))
+        .attr("decay_rate", 0.5)
+        .attr("rho", 0.8)
+        .attr("momentum", 0.5)
+        .attr("epsilon", 1e-6)
+        .input(TT(T, {4}, Var))
+        .input(TT(T, {4}, Ms))
+        .input(TT(T, {4}, Mom))
+        .input(TT(T, {4}, Grads[0]))
+        .input(step(1));
+    for (int64_t S = 1; S <= 3; ++S) {
+      R.setInput(3, TT(T, {4}, Grads[S - 1]));
+      R.setInput(4, step(S));
+      R.run();
+      rmspropReference(Var, Ms, Mom, Grads[S - 1], S < 2 ? 0.01 : 0.005, 0.8,
+                       0.5, 1e-6);
+      const std::string At = " step " + std::to_string(S);
+      expectValues(R.in(0), Var, T, "var" + At);
+      expectValues(R.in(1), Ms, T, "ms" + At);
+      expectValues(R.in(2), Mom, T, "mom" + At);
+    }
+    expectValues(R.in(3), Grads[2], T, "gradient untouched");
+  }
+}
+
+TEST(CpuKernels, ApplyRMSPropDefaults) {
+  // rho 0.9, momentum 0 (the old mom is dropped), epsilon 1e-10 (which
+  // matters beside g^2 = 1e-10), no decay.
+  const std::vector<std::vector<double>> Grads = {{1e-5, -0.5, 0, 2},
+                                                  {-2e-5, 0.25, 1, 2}};
+  for (DType T : FloatTypes) {
+    std::vector<double> Var = {1, 2, -1, 0}, Ms = {0, 0, 0, 0},
+                        Mom = {0.5, -0.5, 1, 0};
+    OpRunner R("ApplyRMSProp");
+    R.attr("learning_rate", 0.1)
+        .input(TT(T, {4}, Var))
+        .input(TT(T, {4}, Ms))
+        .input(TT(T, {4}, Mom))
+        .input(TT(T, {4}, Grads[0]))
+        .input(step(0));
+    for (int64_t S = 0; S < 2; ++S) {
+      R.setInput(3, TT(T, {4}, Grads[S]));
+      R.setInput(4, step(S));
+      R.run();
+      rmspropReference(Var, Ms, Mom, Grads[S], 0.1, 0.9, 0.0, 1e-10);
+      const std::string At = " step " + std::to_string(S);
+      expectValues(R.in(0), Var, T, "var" + At);
+      expectValues(R.in(1), Ms, T, "ms" + At);
+      expectValues(R.in(2), Mom, T, "mom" + At);
+      if (S == 0) {
+        // By hand: ms = 0.1 g^2 = 1e-11; mom = 0.1 g / sqrt(1e-11 + 1e-10)
+        // (0.0095 with epsilon 1e-8); a zero gradient leaves mom 0.
+        EXPECT_NEAR(R.in(1)[0], 1e-11, 1e-17) << dtypeName(T);
+        EXPECT_NEAR(R.in(2)[0], 1e-6 / std::sqrt(1.1e-10), 1e-7)
+            << dtypeName(T);
+        EXPECT_EQ(R.in(2)[2], 0.0) << dtypeName(T);
+      }
+    }
+  }
+}
+
+TEST(CpuKernels, ApplyRMSPropOnLargeTensorsUsesThreads) {
+  Rng G;
+  // Above the size where updates split across threads: each thread's
+  // range of the variable, both slots and the gradient.
+  const Shape S = {2200, 1000};
+  TT Var = G.tensor(DType::Float64, S), Ms = G.tensor(DType::Float64, S, 0, 1),
+     Mom = G.tensor(DType::Float64, S), Grad = G.tensor(DType::Float64, S);
+  OpRunner R("ApplyRMSProp");
+  R.attr("learning_rate", 0.001)
+      .attr("momentum", 0.9)
+      .input(Var)
+      .input(Ms)
+      .input(Mom)
+      .input(Grad)
+      .input(step(0))
+      .threads(2)
+      .run();
+  std::vector<double> GotVar = R.in(0), GotMs = R.in(1), GotMom = R.in(2);
+  for (size_t K = 0; K < GotVar.size(); K += 997) {
+    std::vector<double> V = {Var.V[K]}, M = {Ms.V[K]}, O = {Mom.V[K]};
+    rmspropReference(V, M, O, {Grad.V[K]}, 0.001, 0.9, 0.9, 1e-10);
+    EXPECT_NEAR(GotVar[K], V[0], 1e-12) << K;
+    EXPECT_NEAR(GotMs[K], M[0], 1e-12) << K;
+    EXPECT_NEAR(GotMom[K], O[0], 1e-12) << K;
+  }
+}
+
+TEST(CpuKernels, ApplyRMSPropRejectsBadInputs) {
+  auto Make = [](DType Var, DType Ms, DType Mom, DType Grad, int64_t MomSize,
+                 bool WithStep) {
+    OpRunner R("ApplyRMSProp");
+    R.attr("learning_rate", 0.1)
+        .input(TT(Var, {2}, {1, 2}))
+        .input(TT(Ms, {2}, {0, 0}))
+        .input(TT(Mom, {MomSize}, std::vector<double>(MomSize, 0.0)))
+        .input(TT(Grad, {2}, {1, 2}));
+    if (WithStep)
+      R.input(step(0));
+    return R.create();
+  };
+  const DType F32 = DType::Float32, F64 = DType::Float64;
+  EXPECT_EQ(Make(F32, F32, F32, F32, 2, true), "");
+  EXPECT_EQ(Make(F32, F32, F32, F32, 2, false),
+            "node 'test/ApplyRMSProp' (ApplyRMSProp): "
+            "ApplyRMSProp takes 5 inputs, got 4");
+  EXPECT_EQ(Make(F32, F32, F64, F32, 2, true),
+            "node 'test/ApplyRMSProp' (ApplyRMSProp): "
+            "input 2 is float64[2], expected element type float32");
+  EXPECT_EQ(Make(F64, F64, F64, F32, 2, true),
+            "node 'test/ApplyRMSProp' (ApplyRMSProp): "
+            "input 3 is float32[2], expected element type float64");
+  EXPECT_EQ(Make(F32, F32, F32, F32, 3, true),
+            "node 'test/ApplyRMSProp' (ApplyRMSProp): "
+            "input float32[3] should have 2 elements");
+  EXPECT_EQ(
+      Make(DType::Int32, DType::Int32, DType::Int32, DType::Int32, 2, true),
+      "node 'test/ApplyRMSProp' (ApplyRMSProp): "
+      "no CPU kernel for ApplyRMSProp on element type int32");
+
+  OpRunner B("ApplyRMSProp");
+  B.attr("learning_rate", 0.1);
+  for (int K = 0; K < 4; ++K)
+    B.input(TT(DType::Float32, {2}, {1, 2}));
+  B.input(TT(DType::Int64, {2}, {0, 1}));
+  EXPECT_EQ(B.create(), "node 'test/ApplyRMSProp' (ApplyRMSProp): "
+                        "the step input must be an int64 scalar, got int64[2]");
+}
+
 TEST(CpuKernels, ApplyOnLargeTensorsUsesThreads) {
   Rng G;
   // Above the size where updates split across threads.

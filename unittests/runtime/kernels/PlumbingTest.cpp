@@ -60,7 +60,8 @@ TEST(CpuKernelRegistry, EveryComputeOpHasAKernel) {
                        "AssignAdd",
                        "ApplyGradientDescent",
                        "ApplyMomentum",
-                       "ApplyAdam"};
+                       "ApplyAdam",
+                       "ApplyRMSProp"};
   KernelRegistry &R = KernelRegistry::get();
   for (const char *Op : Ops)
     EXPECT_NE(R.lookup(DeviceKind::CPU, Op), nullptr) << Op;

@@ -166,6 +166,70 @@ template <typename T> void checkUpdates(DType Ty) {
     expectSameBits(R.in(2), inT<T>(N, [&](size_t K) { return Q[K]; }),
                    "ApplyAdam v " + Name);
   }
+  // RMSProp, on the values above (the mean square's made positive) and on
+  // values around the smallest normal number, where the flushes show: mean
+  // squares, momenta and variables of a few times it, gradients whose
+  // squares are (even elements) or that are themselves (odd ones).
+  const double Tiny = Ty == DType::Float32 ? double(FLT_MIN) : DBL_MIN;
+  std::vector<double> RVar = Var, RMs = Slot2, RMom = Slot, RGrad = Grad;
+  for (double &E : RMs)
+    E = std::fabs(E);
+  for (size_t K = 0; K < 256; ++K) {
+    RVar.push_back(roundTo(Ty, G.uniform(-4, 4) * Tiny));
+    RMs.push_back(roundTo(Ty, G.uniform(0, 4) * Tiny));
+    RMom.push_back(roundTo(Ty, G.uniform(-4, 4) * Tiny));
+    const double Sign = K % 4 < 2 ? 1 : -1;
+    RGrad.push_back(
+        roundTo(Ty, Sign * (K % 2 ? G.uniform(0, 4) * Tiny
+                                  : std::sqrt(G.uniform(0, 8) * Tiny))));
+  }
+  const size_t RN = RVar.size();
+  const Shape RS = {int64_t(RN)};
+  // With a decayed rate and momentum; the defaults (momentum 0, epsilon
+  // 1e-10); lr_t 8 with epsilon 256 (quotients of tiny gradients
+  // underflow) and rho 0.25 (so can the mean square's sum); and lr_t 8 with
+  // epsilon 4 and momentum 4, where denormal gradients and momenta would
+  // give normal numbers.
+  struct RMSPropCase {
+    const char *Label;
+    double Lr, Rho, Momentum, Eps;
+    bool Defaults;
+  };
+  for (const RMSPropCase &P :
+       {RMSPropCase{"decay and momentum", 0.001, 0.9, 0.9, 1e-10, false},
+        RMSPropCase{"defaults", 0.01, 0.9, 0.0, 1e-10, true},
+        RMSPropCase{"lr_t 8, epsilon 256", 16.0, 0.25, 0.5, 256.0, false},
+        RMSPropCase{"lr_t 8, epsilon 4", 16.0, 0.9, 4.0, 4.0, false}}) {
+    OpRunner R("ApplyRMSProp");
+    R.attr("learning_rate", P.Lr)
+        .attr("decay_steps", int64_t(3))
+        .attr("decay_rate", 0.5);
+    if (!P.Defaults)
+      R.attr("rho", P.Rho).attr("momentum", P.Momentum).attr("epsilon", P.Eps);
+    R.input(TT(Ty, RS, RVar))
+        .input(TT(Ty, RS, RMs))
+        .input(TT(Ty, RS, RMom))
+        .input(TT(Ty, RS, RGrad))
+        .input(step(4));
+    R.run();
+    // The CPU's (and the GPU's) scalars: in double, rounded once.
+    const cuda::RMSPropScalars<T> S = {T(1.0 - P.Rho), T(P.Momentum), T(P.Eps),
+                                       T(P.Lr * mdrt::integerPower(0.5, 1))};
+    std::vector<T> V(RN), Q(RN), M(RN);
+    for (size_t K = 0; K < RN; ++K) {
+      V[K] = T(RVar[K]);
+      Q[K] = T(RMs[K]);
+      M[K] = T(RMom[K]);
+      cuda::rmspropUpdate(V[K], Q[K], M[K], T(RGrad[K]), S);
+    }
+    const std::string What = "ApplyRMSProp (" + std::string(P.Label) + ") ";
+    expectSameBits(R.in(0), inT<T>(RN, [&](size_t K) { return V[K]; }),
+                   What + "var " + Name);
+    expectSameBits(R.in(1), inT<T>(RN, [&](size_t K) { return Q[K]; }),
+                   What + "ms " + Name);
+    expectSameBits(R.in(2), inT<T>(RN, [&](size_t K) { return M[K]; }),
+                   What + "mom " + Name);
+  }
 }
 
 TEST(CudaUpdateMath, MatchesTheCpuUpdatesBitForBitFloat32) {
