@@ -344,6 +344,8 @@ OptimizerSettings DeploymentConfig::resolveOptimizer(
     O.DecayRate = D.DecayRate;
   if (Set("rho"))
     O.Rho = D.Rho;
+  if (Set("initial_accumulator_value"))
+    O.InitialAccumulator = D.InitialAccumulator;
   return O;
 }
 

@@ -1157,6 +1157,8 @@ static OptimizerSettings convertOptimizer(const desc::Optimizer &O,
     S.DecayRate = O.decay_rate();
   if (O.has_rho())
     S.Rho = O.rho();
+  if (O.has_initial_accumulator_value())
+    S.InitialAccumulator = O.initial_accumulator_value();
   return S;
 }
 

@@ -333,7 +333,8 @@ void Writer::write() {
   if (G.getOptimizer() || G.getDefaultBatchSize()) {
     OS << "training {\n";
     if (const auto &O = G.getOptimizer()) {
-      static const char *Kinds[] = {"SGD", "MOMENTUM", "ADAM", "RMSPROP"};
+      static const char *Kinds[] = {"SGD", "MOMENTUM", "ADAM", "RMSPROP",
+                                    "ADAGRAD"};
       OS << "  optimizer {\n    kind: " << Kinds[unsigned(O->K)] << '\n';
       auto F = [&](StringRef Name, double V) {
         OS << "    " << Name << ": ";
@@ -351,6 +352,7 @@ void Writer::write() {
       if (O->Epsilon)
         F("epsilon", *O->Epsilon);
       F("rho", O->Rho);
+      F("initial_accumulator_value", O->InitialAccumulator);
       OS << "    decay_steps: " << O->DecaySteps << '\n';
       F("decay_rate", O->DecayRate);
       OS << "  }\n";

@@ -113,14 +113,22 @@ StringRef mdplan::optimizerKindName(OptimizerSettings::Kind K) {
     return "adam";
   case OptimizerSettings::Kind::RMSProp:
     return "rmsprop";
+  case OptimizerSettings::Kind::Adagrad:
+    return "adagrad";
   }
   llvm_unreachable("bad optimizer");
 }
 
 ArrayRef<StringRef> mdplan::optimizerValueFields() {
-  static const StringRef Fields[] = {"learning_rate", "momentum",  "beta1",
-                                     "beta2",         "epsilon",   "rho",
-                                     "decay_steps",   "decay_rate"};
+  static const StringRef Fields[] = {"learning_rate",
+                                     "momentum",
+                                     "beta1",
+                                     "beta2",
+                                     "epsilon",
+                                     "rho",
+                                     "initial_accumulator_value",
+                                     "decay_steps",
+                                     "decay_rate"};
   return Fields;
 }
 
@@ -152,6 +160,9 @@ std::string mdplan::checkOptimizerField(const OptimizerSettings &O,
     return Check(O.epsilon(), O.epsilon() > 0, "epsilon", "be positive");
   if (Field == "rho")
     return Fraction(O.Rho) ? "" : "rho must be in [0, 1)";
+  if (Field == "initial_accumulator_value")
+    return Check(O.InitialAccumulator, O.InitialAccumulator > 0,
+                 "initial_accumulator_value", "be positive");
   if (Field == "decay_steps")
     return O.DecaySteps >= 0 ? "" : "decay_steps must not be negative";
   if (Field == "decay_rate")

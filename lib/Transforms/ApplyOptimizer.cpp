@@ -36,11 +36,14 @@ public:
 
 } // namespace
 
-/// The attributes of \p Var's optimizer slots: its own, zero-initialized,
-/// not trainable, no mirror.
-static AttrDict slotAttrs(const Node &Var, StringRef Initializer) {
+/// The attributes of \p Var's optimizer slots: its own, with \p Initializer
+/// (\p InitValue for "constant"), not trainable, no mirror.
+static AttrDict slotAttrs(const Node &Var, StringRef Initializer,
+                          double InitValue) {
   AttrDict A = Var.attrs();
   A.set("initializer", Initializer);
+  if (Initializer == "constant")
+    A.set("init_value", InitValue);
   A.set("trainable", false);
   A.erase("mirror_of");
   return A;
@@ -154,6 +157,9 @@ static void warnUnusedOptimizerFields(const Graph &G, PassContext &Ctx,
     Unused("epsilon", O.Epsilon.has_value(), "adam and rmsprop");
   if (O.K != K::RMSProp)
     Unused("rho", O.Rho != Default.Rho, "rmsprop");
+  if (O.K != K::Adagrad)
+    Unused("initial_accumulator_value",
+           O.InitialAccumulator != Default.InitialAccumulator, "adagrad");
   if (O.DecaySteps == 0 && O.DecayRate != Default.DecayRate)
     Ctx.Diags.warning(Where("decay_rate"),
                       "decay_rate has no effect without decay_steps: the "
@@ -218,6 +224,8 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
   // The slots, named as TF's optimizers name them, and their initializers.
   struct SlotKind {
     StringRef Suffix, Initializer;
+    /// The value of a "constant" initializer.
+    double InitValue = 0;
   };
   SmallVector<SlotKind, 2> Slots;
   switch (O.K) {
@@ -245,6 +253,12 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
     UpdateAttrs.set("momentum", O.momentum());
     UpdateAttrs.set("epsilon", O.epsilon());
     break;
+  case OptimizerSettings::Kind::Adagrad:
+    // The accumulator starts at initial_accumulator_value (TF's
+    // AdagradOptimizer), so that the first step divides by more than zero.
+    K = OpKind::ApplyAdagrad;
+    Slots = {{"Adagrad", "constant", O.InitialAccumulator}};
+    break;
   }
   // The copies of a variable in the clones differ only in mirror_of, which
   // their slots drop: their slots share one dictionary per initializer.
@@ -255,7 +269,8 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
     for (unsigned I = 0; I < Slots.size(); ++I) {
       StringRef Suffix = Slots[I].Suffix;
       if (I == 0 || Slots[I].Initializer != Slots[I - 1].Initializer)
-        SlotAttrs = SlotUniquer.unique(slotAttrs(*Var, Slots[I].Initializer));
+        SlotAttrs = SlotUniquer.unique(
+            slotAttrs(*Var, Slots[I].Initializer, Slots[I].InitValue));
       Node *Slot = createSlot(G, Var, Suffix, SlotAttrs);
       if (!Slot)
         return Var->error("cannot create its optimizer slot '" +

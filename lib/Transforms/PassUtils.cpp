@@ -111,6 +111,7 @@ SmallVector<unsigned, 3> mdplan::writtenInputs(const Node &N) {
   R.push_back(0);
   switch (N.getOp().Kind) {
   case OpKind::ApplyMomentum:
+  case OpKind::ApplyAdagrad:
     R.push_back(1);
     break;
   case OpKind::ApplyAdam:

@@ -311,7 +311,8 @@ static EnumOpt<OptimizerSettings::Kind> OptimizerKind(
         clEnumValN(OptimizerSettings::Kind::SGD, "sgd", "gradient descent"),
         clEnumValN(OptimizerSettings::Kind::Momentum, "momentum", "momentum"),
         clEnumValN(OptimizerSettings::Kind::Adam, "adam", "Adam"),
-        clEnumValN(OptimizerSettings::Kind::RMSProp, "rmsprop", "RMSProp")),
+        clEnumValN(OptimizerSettings::Kind::RMSProp, "rmsprop", "RMSProp"),
+        clEnumValN(OptimizerSettings::Kind::Adagrad, "adagrad", "Adagrad")),
     cl::cat(OptCat));
 static NumberOpt<double> LearningRate("learning-rate", cl::cat(OptCat),
                                       cl::desc("Learning rate"));
@@ -330,6 +331,9 @@ static NumberOpt<double> Epsilon(
 static NumberOpt<double>
     Rho("rho", cl::cat(OptCat),
         cl::desc("RMSProp decay of the mean square (default 0.9)"));
+static NumberOpt<double> InitialAccumulator(
+    "initial-accumulator-value", cl::cat(OptCat),
+    cl::desc("Adagrad accumulators' initial value (default 0.1)"));
 static NumberOpt<int64_t>
     DecaySteps("lr-decay-steps", cl::cat(OptCat),
                cl::desc("Multiply the learning rate by --lr-decay-rate every "
@@ -396,6 +400,8 @@ static Error buildConfig(DeploymentConfig &C, SourceMgr &SM) {
   Opt(Beta2, "beta2", [](OptimizerSettings &O) { O.Beta2 = Beta2; });
   Opt(Epsilon, "epsilon", [](OptimizerSettings &O) { O.Epsilon = Epsilon; });
   Opt(Rho, "rho", [](OptimizerSettings &O) { O.Rho = Rho; });
+  Opt(InitialAccumulator, "initial_accumulator_value",
+      [](OptimizerSettings &O) { O.InitialAccumulator = InitialAccumulator; });
   Opt(DecaySteps, "decay_steps",
       [](OptimizerSettings &O) { O.DecaySteps = DecaySteps; });
   Opt(DecayRate, "decay_rate",

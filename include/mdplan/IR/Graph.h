@@ -296,7 +296,7 @@ llvm::StringRef collectionName(Collection C);
 
 /// Optimizer and learning-rate settings a graph file may carry as defaults.
 struct OptimizerSettings {
-  enum class Kind : uint8_t { SGD, Momentum, Adam, RMSProp };
+  enum class Kind : uint8_t { SGD, Momentum, Adam, RMSProp, Adagrad };
   Kind K = Kind::SGD;
   double LearningRate = 0.01;
   /// Momentum and RMSProp; unset: the kind's default (momentum()).
@@ -308,6 +308,9 @@ struct OptimizerSettings {
   std::optional<double> Epsilon;
   /// RMSProp's decay of the mean square (TF's `decay`, Keras's `rho`).
   double Rho = 0.9;
+  /// Adagrad's accumulators start at this value (TF's
+  /// initial_accumulator_value).
+  double InitialAccumulator = 0.1;
   /// Multiply the learning rate by DecayRate every DecaySteps steps
   /// (0 = constant).
   int64_t DecaySteps = 0;
@@ -327,8 +330,8 @@ struct OptimizerSettings {
 };
 llvm::StringRef optimizerKindName(OptimizerSettings::Kind K);
 /// The numeric fields of OptimizerSettings, by their graph-format names:
-/// learning_rate, momentum, beta1, beta2, epsilon, rho, decay_steps,
-/// decay_rate.
+/// learning_rate, momentum, beta1, beta2, epsilon, rho,
+/// initial_accumulator_value, decay_steps, decay_rate.
 llvm::ArrayRef<llvm::StringRef> optimizerValueFields();
 /// What is wrong with field \p Field (one of optimizerValueFields()) of
 /// \p O, e.g. "learning rate must be positive"; "" when it is valid.

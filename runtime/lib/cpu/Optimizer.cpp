@@ -5,12 +5,12 @@
 //===----------------------------------------------------------------------===//
 //
 // AssignMovingAverage, AssignAdd, ApplyGradientDescent, ApplyMomentum,
-// ApplyAdam and ApplyRMSProp. They write their variable (and slot) inputs in
-// place and have no outputs. The Apply ops read the global step (before this
-// step's increment) from their last input, an int64 scalar. Per-step scalars
-// (decayed learning rate, Adam's bias correction) are computed in double
-// and rounded once to the variable's type. Updates flush denormals to
-// zero (see FlushDenormalsScope).
+// ApplyAdam, ApplyRMSProp and ApplyAdagrad. They write their variable (and
+// slot) inputs in place and have no outputs. The Apply ops read the global
+// step (before this step's increment) from their last input, an int64
+// scalar. Per-step scalars (decayed learning rate, Adam's bias correction)
+// are computed in double and rounded once to the variable's type. Updates
+// flush denormals to zero (see FlushDenormalsScope).
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,6 +92,17 @@ MDRT_CPU_CLONES void rmspropLoop(T *__restrict Var, T *__restrict Ms,
     Ms[K] = NS;
     Mom[K] = NM;
     Var[K] -= NM;
+  }
+}
+
+template <typename T>
+MDRT_CPU_CLONES void adagradLoop(T *__restrict Var, T *__restrict Acc,
+                                 const T *__restrict G, T Lr, int64_t N) {
+  for (int64_t K = 0; K < N; ++K) {
+    const T GK = G[K];
+    const T A = Acc[K] + GK * GK;
+    Acc[K] = A;
+    Var[K] -= Lr * GK / std::sqrt(A);
   }
 }
 
@@ -290,7 +301,9 @@ public:
     MDRT_RETURN_IF_ERROR(checkApply(I, 4));
     N = I.Inputs[0].numElements();
     LR.init(I);
-    OneMinusRho = T(1.0 - I.Attrs.getFloat("rho", 0.9));
+    // In T, as TF computes it (its rho is a tensor of the variable's type):
+    // in float32, 1 - rho then differs from the double's rounding by ulps.
+    OneMinusRho = T(1) - T(I.Attrs.getFloat("rho", 0.9));
     Momentum = T(I.Attrs.getFloat("momentum", 0.0));
     Eps = T(I.Attrs.getFloat("epsilon", 1e-10));
     Threads = I.NumThreads;
@@ -313,6 +326,35 @@ private:
   int64_t N = 0;
   LearningRate LR;
   T OneMinusRho = 0, Momentum = 0, Eps = 0;
+  int Threads = 1;
+};
+
+/// acc += g^2; var -= lr_t g / sqrt(acc) (TF's ApplyAdagrad with
+/// update_slots, no epsilon: a zero accumulator and gradient give NaN, as
+/// TF's do).
+template <typename T> class AdagradKernel : public Kernel {
+public:
+  Status init(const KernelInfo &I) {
+    MDRT_RETURN_IF_ERROR(checkApply(I, 3));
+    N = I.Inputs[0].numElements();
+    LR.init(I);
+    Threads = I.NumThreads;
+    return Status::ok();
+  }
+  void run(const ExecContext &C) override {
+    T *Var = static_cast<T *>(C.In[0]);
+    T *Acc = static_cast<T *>(C.In[1]);
+    const T *G = static_cast<const T *>(C.In[2]);
+    const T Lr = T(LR.at(readStep(C, 3)));
+    parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {
+      FlushDenormalsScope Flush;
+      adagradLoop(Var + B, Acc + B, G + B, Lr, E - B);
+    });
+  }
+
+private:
+  int64_t N = 0;
+  LearningRate LR;
   int Threads = 1;
 };
 
@@ -345,4 +387,5 @@ void cpu::registerOptimizerKernels(KernelRegistry &R) {
   R.add(DeviceKind::CPU, "ApplyMomentum", createApply<MomentumKernel>);
   R.add(DeviceKind::CPU, "ApplyAdam", createApply<AdamKernel>);
   R.add(DeviceKind::CPU, "ApplyRMSProp", createApply<RMSPropKernel>);
+  R.add(DeviceKind::CPU, "ApplyAdagrad", createApply<AdagradKernel>);
 }

@@ -962,7 +962,14 @@ struct LearningRate {
   }
 };
 
-enum class Update { MovingAverage, GradientDescent, Momentum, Adam, RMSProp };
+enum class Update {
+  MovingAverage,
+  GradientDescent,
+  Momentum,
+  Adam,
+  RMSProp,
+  Adagrad
+};
 
 /// The attributes, with the defaults of Momentum and Adam (createUpdate
 /// reads RMSProp's momentum and epsilon with its own defaults, 0 and 1e-10).
@@ -1017,11 +1024,16 @@ __global__ void updateKernel(UpdateParams P, T *__restrict__ Var,
       S2[K] = Sq;
       Var[K] = V;
     } else if constexpr (U == Update::RMSProp) {
-      const RMSPropScalars<T> S = {T(1.0 - P.Rho), T(P.Momentum), T(P.Eps), A};
+      const RMSPropScalars<T> S = {T(1) - T(P.Rho), T(P.Momentum), T(P.Eps), A};
       T V = Var[K], Ms = S1[K], Mom = S2[K];
       rmspropUpdate(V, Ms, Mom, G[K], S);
       S1[K] = Ms;
       S2[K] = Mom;
+      Var[K] = V;
+    } else if constexpr (U == Update::Adagrad) {
+      T V = Var[K], Acc = S1[K];
+      adagradUpdate(V, Acc, G[K], A);
+      S1[K] = Acc;
       Var[K] = V;
     }
   }
@@ -1034,8 +1046,9 @@ public:
     if (!N)
       return;
     constexpr unsigned Slots = U == Update::Adam || U == Update::RMSProp ? 2
-                               : U == Update::Momentum                   ? 1
-                                                                         : 0;
+                               : U == Update::Momentum || U == Update::Adagrad
+                                   ? 1
+                                   : 0;
     T *Var = static_cast<T *>(C.In[0]);
     T *S1 = Slots > 0 ? static_cast<T *>(C.In[1]) : nullptr;
     T *S2 = Slots > 1 ? static_cast<T *>(C.In[2]) : nullptr;
@@ -1080,9 +1093,9 @@ template <Update U> KernelOr createUpdate(const KernelInfo &I) {
         cpu::checkElements(I, I.Inputs[1], I.Inputs[0].numElements(), "input"));
     P.Decay = I.Attrs.getFloat("decay", 0.999);
   } else {
-    unsigned NumTensors = U == Update::Adam || U == Update::RMSProp ? 4
-                          : U == Update::Momentum                   ? 3
-                                                                    : 2;
+    unsigned NumTensors = U == Update::Adam || U == Update::RMSProp       ? 4
+                          : U == Update::Momentum || U == Update::Adagrad ? 3
+                                                                          : 2;
     MDRT_RETURN_IF_ERROR(checkApply(I, NumTensors));
     P.LR.init(I);
     if (U == Update::RMSProp) {
@@ -1192,4 +1205,5 @@ void cuda::registerElementwiseKernels(KernelRegistry &R) {
   R.add(GPU, "ApplyMomentum", createUpdate<Update::Momentum>);
   R.add(GPU, "ApplyAdam", createUpdate<Update::Adam>);
   R.add(GPU, "ApplyRMSProp", createUpdate<Update::RMSProp>);
+  R.add(GPU, "ApplyAdagrad", createUpdate<Update::Adagrad>);
 }

@@ -14,8 +14,9 @@
 // gives those results in the default floating-point environment, float64
 // too, in the CPU's order of operations, so that both compute the same
 // numbers where slots decay towards zero. The per-step scalars (learning
-// rate, Adam's bias correction) and the constants (RMSProp's 1 - rho,
-// momentum, epsilon) come from the caller, rounded once to T.
+// rate, Adam's bias correction) and the constants (RMSProp's momentum and
+// epsilon) come from the caller, rounded once to T; RMSProp's 1 - rho is
+// computed in T from rho rounded to T, as TF computes it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -149,6 +150,16 @@ MDRT_HOST_DEVICE inline void rmspropUpdate(T &Var, T &Ms, T &Mom, T G,
   Ms = NS;
   Mom = NM;
   Var = M::sub(M::in(Var), NM);
+}
+
+/// acc += g^2; var -= lr g / sqrt(acc) (TF's ApplyAdagrad, no epsilon).
+template <typename T>
+MDRT_HOST_DEVICE inline void adagradUpdate(T &Var, T &Acc, T G, T Lr) {
+  using M = FtzMath<T>;
+  const T GK = M::in(G);
+  const T A = M::add(M::in(Acc), M::mul(GK, GK));
+  Acc = A;
+  Var = M::sub(M::in(Var), M::div(M::mul(M::in(Lr), GK), M::sqrt(A)));
 }
 
 } // namespace cuda

@@ -6,10 +6,10 @@ steps on the same batches, printing each step's loss as
 `mdrun --print-losses` does (`step N loss X`).
 
   numpy_reference.py mlp|cnn|resnet CHECKPOINT.txt DATA_DIR --steps=N
-      --batch=B [--clones=N] [--optimizer=sgd|momentum|adam|rmsprop]
+      --batch=B [--clones=N] [--optimizer=sgd|momentum|adam|rmsprop|adagrad]
       [--learning-rate=LR]
       [--decay-steps=S --decay-rate=R] [--momentum=M] [--nesterov]
-      [--rho=RHO] [--epsilon=EPS]
+      [--rho=RHO] [--epsilon=EPS] [--initial-accumulator-value=V]
       [--l2=SCALE] [--dropout-rate=R] [--check-initial] [--evaluate]
       [--final=FILE]
 
@@ -375,16 +375,20 @@ class Optimizer:
     accum)); Adam (m and v, the bias correction in the step size, epsilon
     added to sqrt(v)); RMSProp without centering (a mean square ms that
     starts at one, ms += (g^2 - ms) * (1 - rho); a momentum slot, mom =
-    momentum * mom + lr * g / sqrt(ms + epsilon); var -= mom). The learning
+    momentum * mom + lr * g / sqrt(ms + epsilon); var -= mom); Adagrad (an
+    accumulator that starts at initial_accumulator_value, acc += g^2; var
+    -= lr * g / sqrt(acc)). The learning
     rate decays in a staircase by the global step before the update.
     Unset, momentum and epsilon take TensorFlow's defaults of the
     optimizer: 0.9 (mdplan's, for momentum) and 1e-8 for Adam, 0 and
     1e-10 for RMSProp."""
 
     SLOTS = {"sgd": [], "momentum": ["Momentum"], "adam": ["Adam", "Adam_1"],
-             "rmsprop": ["RMSProp", "RMSProp_1"]}
-    # The slots that start at one (the others at zero).
+             "rmsprop": ["RMSProp", "RMSProp_1"], "adagrad": ["Adagrad"]}
+    # The slots that start at one, and those that start at
+    # initial_accumulator_value (the others at zero).
     ONES = {"RMSProp"}
+    INITIAL_ACCUMULATOR = {"Adagrad"}
 
     def __init__(self, args):
         self.a = args
@@ -417,6 +421,9 @@ class Optimizer:
             slots[1] = a.momentum * slots[1] + lr * g / np.sqrt(
                 slots[0] + a.epsilon)
             return var - slots[1]
+        if a.optimizer == "adagrad":
+            slots[0] = slots[0] + g * g
+            return var - lr * g / np.sqrt(slots[0])
         t = step + 1
         alpha = lr * np.sqrt(1 - a.beta2 ** t) / (1 - a.beta1 ** t)
         slots[0] = a.beta1 * slots[0] + (1 - a.beta1) * g
@@ -424,11 +431,12 @@ class Optimizer:
         return var - alpha * slots[0] / (np.sqrt(slots[1]) + a.epsilon)
 
 
-def check_initial(t, slots):
+def check_initial(t, slots, initial_accumulator):
     """The state of step 0 as the model files define it: the global step 0;
     biases, betas and moving means zeros, gammas and moving variances
-    ones; every optimizer slot zeros but RMSProp's mean square, ones; and
-    the weight matrices and filters
+    ones; every optimizer slot zeros but RMSProp's mean square, ones, and
+    Adagrad's accumulator, initial_accumulator; and the weight matrices and
+    filters
     drawn from Glorot's uniform distribution (the default initializer):
     within +-sqrt(6 / (fan_in + fan_out)) (a float32 ulp over), where a filter's fans count its
     window, with the distribution's mean 0 and variance limit^2 / 3 to 5
@@ -444,6 +452,9 @@ def check_initial(t, slots):
         if leaf in Optimizer.ONES and leaf in slots:
             if np.any(x != 1):
                 fail(name, "is not all ones")
+        elif leaf in Optimizer.INITIAL_ACCUMULATOR and leaf in slots:
+            if np.any(x != initial_accumulator):
+                fail(name, "is not all %g" % initial_accumulator)
         elif leaf in slots or leaf in ("biases", "bias", "beta",
                                        "moving_mean"):
             if np.any(x != 0):
@@ -511,6 +522,7 @@ def main():
     ap.add_argument("--l2", type=float, default=0.0)
     ap.add_argument("--momentum", type=float, default=None)
     ap.add_argument("--rho", type=float, default=0.9)
+    ap.add_argument("--initial-accumulator-value", type=float, default=0.1)
     ap.add_argument("--nesterov", action="store_true")
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)
@@ -537,7 +549,7 @@ def main():
     dropouts = [Dropout(seed if r == 0 else seed ^ fnv1a("mdrt.replica.%d" % r),
                         args.dropout_rate) for r in range(args.replicas)]
     if args.check_initial:
-        check_initial(t, opt.slots)
+        check_initial(t, opt.slots, args.initial_accumulator_value)
     # The variables: the trainable ones are those the model's step gives
     # gradients for, the others state it updates (moving averages).
     slot_names = {k + "/" + s for k in t for s in opt.slots}

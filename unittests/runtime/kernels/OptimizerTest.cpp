@@ -307,6 +307,134 @@ TEST(CpuKernels, ApplyRMSPropRejectsBadInputs) {
                         "the step input must be an int64 scalar, got int64[2]");
 }
 
+/// TF's ApplyAdagrad in double, one step: acc += g^2; var -= lr g /
+/// sqrt(acc).
+void adagradReference(std::vector<double> &Var, std::vector<double> &Acc,
+                      const std::vector<double> &G, double Lr) {
+  for (size_t K = 0; K < Var.size(); ++K) {
+    Acc[K] += G[K] * G[K];
+    Var[K] -= Lr * G[K] / std::sqrt(Acc[K]);
+  }
+}
+
+TEST(CpuKernels, ApplyAdagradWithDecay) {
+  const std::vector<std::vector<double>> Grads = {
+      {0.5, -0.25, 2, 0}, {-1, 0.75, 1.5, 0.125}, {0.25, 0.5, -3, -0.5}};
+  for (DType T : FloatTypes) {
+    // lr_t = 0.1 * 0.5^floor(step / 2): 0.1, then 0.05 at steps 2 and 3.
+    std::vector<double> Var = {1, -2, 0.5, 3}, Acc = {0.1, 0.1, 0.5, 2};
+    OpRunner R("ApplyAdagrad");
+    R.attr("learning_rate", 0.1)
+        .attr("decay_steps", int64_t(2))
+        .attr("decay_rate", 0.5)
+        .input(TT(T, {4}, Var))
+        .input(TT(T, {4}, Acc))
+        .input(TT(T, {4}, Grads[0]))
+        .input(step(1));
+    for (int64_t S = 1; S <= 3; ++S) {
+      R.setInput(2, TT(T, {4}, Grads[S - 1]));
+      R.setInput(3, step(S));
+      R.run();
+      adagradReference(Var, Acc, Grads[S - 1], S < 2 ? 0.1 : 0.05);
+      const std::string At = " step " + std::to_string(S);
+      expectValues(R.in(0), Var, T, "var" + At);
+      expectValues(R.in(1), Acc, T, "accumulator" + At);
+      if (S == 1) {
+        // By hand: acc = 0.1 + 0.25; var = 1 - 0.1 * 0.5 / sqrt(0.35); a
+        // zero gradient leaves both as they were.
+        EXPECT_NEAR(R.in(1)[0], 0.35, 1e-7) << dtypeName(T);
+        EXPECT_NEAR(R.in(0)[0], 1 - 0.05 / std::sqrt(0.35), 1e-6)
+            << dtypeName(T);
+        EXPECT_EQ(R.in(0)[3], 3.0) << dtypeName(T);
+        EXPECT_EQ(R.in(1)[3], 2.0) << dtypeName(T);
+      }
+    }
+    expectValues(R.in(2), Grads[2], T, "gradient untouched");
+  }
+}
+
+TEST(CpuKernels, ApplyAdagradZeroAccumulatorAndGradientGiveNaN) {
+  // No epsilon, as TF's: 0 / sqrt(0) is NaN. A zero accumulator with a
+  // gradient moves the variable by lr sign(g).
+  for (DType T : FloatTypes) {
+    OpRunner R("ApplyAdagrad");
+    R.attr("learning_rate", 0.5)
+        .input(TT(T, {2}, {1, 1}))
+        .input(TT(T, {2}, {0, 0}))
+        .input(TT(T, {2}, {0, -4}))
+        .input(step(0))
+        .run();
+    EXPECT_TRUE(std::isnan(R.in(0)[0])) << dtypeName(T);
+    EXPECT_EQ(R.in(1)[0], 0.0) << dtypeName(T);
+    EXPECT_EQ(R.in(0)[1], 1.5) << dtypeName(T);
+    EXPECT_EQ(R.in(1)[1], 16.0) << dtypeName(T);
+  }
+}
+
+TEST(CpuKernels, ApplyAdagradOnLargeTensorsUsesThreads) {
+  Rng G;
+  // Above the size where updates split across threads: each thread's
+  // range of the variable, the accumulator and the gradient.
+  const Shape S = {2200, 1000};
+  TT Var = G.tensor(DType::Float64, S),
+     Acc = G.tensor(DType::Float64, S, 0.1, 1),
+     Grad = G.tensor(DType::Float64, S);
+  OpRunner R("ApplyAdagrad");
+  R.attr("learning_rate", 0.001)
+      .input(Var)
+      .input(Acc)
+      .input(Grad)
+      .input(step(0))
+      .threads(2)
+      .run();
+  std::vector<double> GotVar = R.in(0), GotAcc = R.in(1);
+  for (size_t K = 0; K < GotVar.size(); K += 997) {
+    std::vector<double> V = {Var.V[K]}, A = {Acc.V[K]};
+    adagradReference(V, A, {Grad.V[K]}, 0.001);
+    EXPECT_NEAR(GotVar[K], V[0], 1e-12) << K;
+    EXPECT_NEAR(GotAcc[K], A[0], 1e-12) << K;
+  }
+}
+
+TEST(CpuKernels, ApplyAdagradRejectsBadInputs) {
+  auto Make = [](DType Var, DType Acc, DType Grad, int64_t GradSize,
+                 bool WithStep) {
+    OpRunner R("ApplyAdagrad");
+    R.attr("learning_rate", 0.1)
+        .input(TT(Var, {2}, {1, 2}))
+        .input(TT(Acc, {2}, {0.1, 0.1}))
+        .input(TT(Grad, {GradSize}, std::vector<double>(GradSize, 1.0)));
+    if (WithStep)
+      R.input(step(0));
+    return R.create();
+  };
+  const DType F32 = DType::Float32, F64 = DType::Float64;
+  EXPECT_EQ(Make(F32, F32, F32, 2, true), "");
+  EXPECT_EQ(Make(F32, F32, F32, 2, false),
+            "node 'test/ApplyAdagrad' (ApplyAdagrad): "
+            "ApplyAdagrad takes 4 inputs, got 3");
+  EXPECT_EQ(Make(F32, F64, F32, 2, true),
+            "node 'test/ApplyAdagrad' (ApplyAdagrad): "
+            "input 1 is float64[2], expected element type float32");
+  EXPECT_EQ(Make(F64, F64, F32, 2, true),
+            "node 'test/ApplyAdagrad' (ApplyAdagrad): "
+            "input 2 is float32[2], expected element type float64");
+  EXPECT_EQ(Make(F32, F32, F32, 3, true),
+            "node 'test/ApplyAdagrad' (ApplyAdagrad): "
+            "input float32[3] should have 2 elements");
+  EXPECT_EQ(Make(DType::Int32, DType::Int32, DType::Int32, 2, true),
+            "node 'test/ApplyAdagrad' (ApplyAdagrad): "
+            "no CPU kernel for ApplyAdagrad on element type int32");
+
+  OpRunner B("ApplyAdagrad");
+  B.attr("learning_rate", 0.1);
+  for (int K = 0; K < 3; ++K)
+    B.input(TT(DType::Float32, {2}, {1, 2}));
+  B.input(TT(DType::Int64, {2}, {0, 1}));
+  EXPECT_EQ(B.create(), "node 'test/ApplyAdagrad' (ApplyAdagrad): "
+                        "the step input must be an int64 scalar, got int64[2]");
+}
+
 TEST(CpuKernels, ApplyOnLargeTensorsUsesThreads) {
   Rng G;
   // Above the size where updates split across threads.

@@ -61,7 +61,8 @@ TEST(CpuKernelRegistry, EveryComputeOpHasAKernel) {
                        "ApplyGradientDescent",
                        "ApplyMomentum",
                        "ApplyAdam",
-                       "ApplyRMSProp"};
+                       "ApplyRMSProp",
+                       "ApplyAdagrad"};
   KernelRegistry &R = KernelRegistry::get();
   for (const char *Op : Ops)
     EXPECT_NE(R.lookup(DeviceKind::CPU, Op), nullptr) << Op;

@@ -213,7 +213,7 @@ template <typename T> void checkUpdates(DType Ty) {
         .input(step(4));
     R.run();
     // The CPU's (and the GPU's) scalars: in double, rounded once.
-    const cuda::RMSPropScalars<T> S = {T(1.0 - P.Rho), T(P.Momentum), T(P.Eps),
+    const cuda::RMSPropScalars<T> S = {T(1) - T(P.Rho), T(P.Momentum), T(P.Eps),
                                        T(P.Lr * mdrt::integerPower(0.5, 1))};
     std::vector<T> V(RN), Q(RN), M(RN);
     for (size_t K = 0; K < RN; ++K) {
@@ -229,6 +229,56 @@ template <typename T> void checkUpdates(DType Ty) {
                    What + "ms " + Name);
     expectSameBits(R.in(2), inT<T>(RN, [&](size_t K) { return M[K]; }),
                    What + "mom " + Name);
+  }
+  // Adagrad, on the values above and on values around the smallest normal
+  // number: variables of a few times it, gradients whose squares are (even
+  // elements) or that are themselves (odd ones), accumulators of a few
+  // times it (K % 8 < 4) or between 16 and 4096, where quotients of tiny
+  // gradients underflow (at lr_t 8 too). The accumulators are positive, and
+  // normal where the gradient is zero or denormal: 0 / sqrt(0) is NaN, whose
+  // bits are the hardware's own (x86's and a GPU's differ).
+  std::vector<double> AVar = Var, AAcc = Slot, AGrad = Grad;
+  for (size_t K = 0; K < 256; ++K) {
+    AVar.push_back(roundTo(Ty, G.uniform(-4, 4) * Tiny));
+    AAcc.push_back(
+        roundTo(Ty, K % 8 < 4 ? G.uniform(0, 4) * Tiny : G.uniform(16, 4096)));
+    const double Sign = K % 4 < 2 ? 1 : -1;
+    AGrad.push_back(
+        roundTo(Ty, Sign * (K % 2 ? G.uniform(0, 4) * Tiny
+                                  : std::sqrt(G.uniform(0, 8) * Tiny))));
+  }
+  for (size_t K = 0; K < AAcc.size(); ++K) {
+    AAcc[K] = std::fabs(AAcc[K]);
+    if (AAcc[K] < Tiny && std::fabs(AGrad[K]) < Tiny)
+      AAcc[K] = Tiny;
+  }
+  const size_t AN = AVar.size();
+  const Shape AS = {int64_t(AN)};
+  // lr_t 0.005, where products of tiny gradients underflow, and lr_t 8,
+  // where denormal gradients would give normal numbers.
+  for (double Lr : {0.01, 16.0}) {
+    OpRunner R("ApplyAdagrad");
+    R.attr("learning_rate", Lr)
+        .attr("decay_steps", int64_t(3))
+        .attr("decay_rate", 0.5)
+        .input(TT(Ty, AS, AVar))
+        .input(TT(Ty, AS, AAcc))
+        .input(TT(Ty, AS, AGrad))
+        .input(step(4));
+    R.run();
+    const T LrT = T(Lr * mdrt::integerPower(0.5, 1));
+    std::vector<T> V(AN), A(AN);
+    for (size_t K = 0; K < AN; ++K) {
+      V[K] = T(AVar[K]);
+      A[K] = T(AAcc[K]);
+      cuda::adagradUpdate(V[K], A[K], T(AGrad[K]), LrT);
+    }
+    const std::string What =
+        "ApplyAdagrad (lr_t " + std::to_string(double(LrT)) + ") ";
+    expectSameBits(R.in(0), inT<T>(AN, [&](size_t K) { return V[K]; }),
+                   What + "var " + Name);
+    expectSameBits(R.in(1), inT<T>(AN, [&](size_t K) { return A[K]; }),
+                   What + "accumulator " + Name);
   }
 }
 
