@@ -346,6 +346,10 @@ OptimizerSettings DeploymentConfig::resolveOptimizer(
     O.Rho = D.Rho;
   if (Set("initial_accumulator_value"))
     O.InitialAccumulator = D.InitialAccumulator;
+  if (Set("clip_gradient_norm"))
+    O.ClipNorm = D.ClipNorm;
+  if (Set("clip_global_norm"))
+    O.ClipGlobalNorm = D.ClipGlobalNorm;
   return O;
 }
 

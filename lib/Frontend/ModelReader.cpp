@@ -1159,6 +1159,10 @@ static OptimizerSettings convertOptimizer(const desc::Optimizer &O,
     S.Rho = O.rho();
   if (O.has_initial_accumulator_value())
     S.InitialAccumulator = O.initial_accumulator_value();
+  if (O.has_clip_gradient_norm())
+    S.ClipNorm = O.clip_gradient_norm();
+  if (O.has_clip_global_norm())
+    S.ClipGlobalNorm = O.clip_global_norm();
   return S;
 }
 

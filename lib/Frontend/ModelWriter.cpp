@@ -353,6 +353,8 @@ void Writer::write() {
         F("epsilon", *O->Epsilon);
       F("rho", O->Rho);
       F("initial_accumulator_value", O->InitialAccumulator);
+      F("clip_gradient_norm", O->ClipNorm);
+      F("clip_global_norm", O->ClipGlobalNorm);
       OS << "    decay_steps: " << O->DecaySteps << '\n';
       F("decay_rate", O->DecayRate);
       OS << "  }\n";

@@ -128,7 +128,9 @@ ArrayRef<StringRef> mdplan::optimizerValueFields() {
                                      "rho",
                                      "initial_accumulator_value",
                                      "decay_steps",
-                                     "decay_rate"};
+                                     "decay_rate",
+                                     "clip_gradient_norm",
+                                     "clip_global_norm"};
   return Fields;
 }
 
@@ -160,6 +162,12 @@ std::string mdplan::checkOptimizerField(const OptimizerSettings &O,
     return Check(O.epsilon(), O.epsilon() > 0, "epsilon", "be positive");
   if (Field == "rho")
     return Fraction(O.Rho) ? "" : "rho must be in [0, 1)";
+  if (Field == "clip_gradient_norm")
+    return Check(O.ClipNorm, O.ClipNorm >= 0, "clip_gradient_norm",
+                 "not be negative");
+  if (Field == "clip_global_norm")
+    return Check(O.ClipGlobalNorm, O.ClipGlobalNorm >= 0, "clip_global_norm",
+                 "not be negative");
   if (Field == "initial_accumulator_value")
     return Check(O.InitialAccumulator, O.InitialAccumulator > 0,
                  "initial_accumulator_value", "be positive");

@@ -911,6 +911,19 @@ static Error gradMul(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
   return Error::success();
 }
 
+/// TF's: dy goes to x where x >= y, to y elsewhere. ReluGrad(dy, y - x)
+/// is dy where y > x, and dy less it is the rest, exactly.
+static Error gradMaximum(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
+                         MutableArrayRef<TensorRef> DX) {
+  TensorRef X = F.getInput(0), Y = F.getInput(1);
+  TensorRef ToY = B.out(OpKind::ReluGrad, {DY[0], B.out(OpKind::Sub, {Y, X})});
+  if (B.needs(0))
+    DX[0] = B.sumToShape(B.out(OpKind::Sub, {DY[0], ToY}), shapeOf(X));
+  if (B.needs(1))
+    DX[1] = B.sumToShape(ToY, shapeOf(Y));
+  return Error::success();
+}
+
 static Error gradDiv(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                      MutableArrayRef<TensorRef> DX) {
   TensorRef X = F.getInput(0), Y = F.getInput(1), Out(&F, 0);
@@ -1241,6 +1254,10 @@ void registerAllOps(std::vector<OpDef> &Ops) {
   Def(Ops, OpKind::Sub).inputs({"x", "y"}).shape(shapeBinary).grad(gradSub);
   Def(Ops, OpKind::Mul).inputs({"x", "y"}).shape(shapeBinary).grad(gradMul);
   Def(Ops, OpKind::Div).inputs({"x", "y"}).shape(shapeBinary).grad(gradDiv);
+  Def(Ops, OpKind::Maximum)
+      .inputs({"x", "y"})
+      .shape(shapeBinary)
+      .grad(gradMaximum);
   Def(Ops, OpKind::AddN)
       .inputs({"x"})
       .variadic(1)

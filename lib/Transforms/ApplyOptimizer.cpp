@@ -132,10 +132,7 @@ static void warnUnusedOptimizerFields(const Graph &G, PassContext &Ctx,
   const DeploymentConfig &C = Ctx.Config;
   const OptimizerSettings Default;
   using K = OptimizerSettings::Kind;
-  auto Where = [&](StringRef Field) {
-    return C.OptimizerFieldsSet.lookup(Field) ? C.originOf(Field)
-                                              : G.getOptimizerLoc(Field);
-  };
+  auto Where = [&](StringRef Field) { return optimizerFieldLoc(G, C, Field); };
   StringRef Kind = optimizerKindName(O.K);
   auto Unused = [&](StringRef Field, bool Differs, StringRef UsedBy) {
     if (Differs)

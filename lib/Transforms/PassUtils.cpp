@@ -135,3 +135,9 @@ std::string mdplan::deviceShortName(const DeviceSpec &D) {
   S += "_" + (D.Index ? std::to_string(*D.Index) : std::string("0"));
   return S;
 }
+
+SourceLoc mdplan::optimizerFieldLoc(const Graph &G, const DeploymentConfig &C,
+                                    StringRef Field) {
+  return C.OptimizerFieldsSet.lookup(Field) ? C.originOf(Field)
+                                            : G.getOptimizerLoc(Field);
+}

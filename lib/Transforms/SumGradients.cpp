@@ -22,6 +22,12 @@
 // in `devices` and W in `replicas`; the runtime adds the workers' sums. There
 // are all-reduces even when this worker has a single device.
 //
+// With clip_gradient_norm or clip_global_norm (optimizer fields), the
+// summed gradients are then clipped where they are (ps: on the optimizer
+// device; mirrored: each device its copies'), as slim's create_train_op
+// (tf.clip_by_norm: g * c / max(|g|, c)) or tf.clip_by_global_norm (every
+// g * c / max(global norm, c)) would clip the gradients deploy() returns.
+//
 // With summarize_gradients (model_deploy's deploy() option), each variable's
 // summed gradient (mirrored: copy 0's) gets, on the optimizer device, a
 // HistogramSummary tagged `<var>:gradient` and one of its norm,
@@ -217,6 +223,141 @@ Error SumGradientsPass::runMirrored(Graph &G, DeployState &S, int64_t First,
   return Error::success();
 }
 
+/// Where the clipping of each summed gradient goes: the optimizer device
+/// (ps), or the device of the variable copy it updates (mirrored), as an
+/// index into \p Sites.
+struct ClipSite {
+  const DeviceStack *Stack;
+  int Clone;
+  std::string Prefix; // of the global norm's nodes
+};
+
+static std::vector<unsigned> clipSites(Graph &G, const DeployState &S,
+                                       bool Mirrored,
+                                       std::vector<ClipSite> &Sites) {
+  std::vector<unsigned> SiteOf;
+  if (!Mirrored) {
+    Sites.push_back({G.pushStack(G.getRootStack(), S.OptimizerEntry), -1,
+                     "clip_by_global_norm"});
+    SiteOf.assign(S.SummedGradients.size(), 0);
+    return SiteOf;
+  }
+  for (int Gp = 0; Gp < S.NumDeviceGroups; ++Gp)
+    for (const CloneInfo &CI : S.Clones)
+      if (CI.DeviceGroup == Gp) {
+        std::string Prefix = "clip_by_global_norm";
+        if (S.NumDeviceGroups > 1)
+          Prefix += "/replica_" + std::to_string(Gp);
+        Sites.push_back({CI.Stack, CI.Index, Prefix});
+        break;
+      }
+  for (const auto &[Var, Grad] : S.SummedGradients) {
+    unsigned Gp = 0;
+    if (auto It = S.MirrorOf.find(Var); It != S.MirrorOf.end()) {
+      const auto &Copies = S.Mirrors.find(It->second)->second;
+      Gp = unsigned(llvm::find(Copies, Var) - Copies.begin());
+    }
+    assert(Gp < Sites.size() && "a copy outside the device groups");
+    SiteOf.push_back(Gp);
+  }
+  return SiteOf;
+}
+
+/// Clips the summed gradients to O.ClipNorm each or to O.ClipGlobalNorm
+/// together (nothing when both are 0).
+static Error clipGradients(Graph &G, DeployState &S, PassContext &Ctx,
+                           const OptimizerSettings &O) {
+  if (O.ClipNorm == 0 && O.ClipGlobalNorm == 0)
+    return Error::success();
+  const DeploymentConfig &C = Ctx.Config;
+  if (O.ClipNorm > 0 && O.ClipGlobalNorm > 0)
+    return makeError(optimizerFieldLoc(G, C, "clip_global_norm"),
+                     "give clip_gradient_norm or clip_global_norm, not both");
+  std::vector<ClipSite> Sites;
+  std::vector<unsigned> SiteOf =
+      clipSites(G, S, C.Strat == Strategy::Mirrored, Sites);
+  auto Place = [&](GraphBuilder &B, unsigned Site, StringRef Prefix) {
+    B.setStack(Sites[Site].Stack);
+    B.setClone(Sites[Site].Clone);
+    B.setRole(NodeRole::Optimizer);
+    B.setPrefix(Prefix);
+  };
+  // sqrt(2 L2Loss(g)), as tf.global_norm computes a norm.
+  auto Norm = [](GraphBuilder &B, TensorRef HalfSquares) {
+    TensorRef Two = B.constant(2.0, HalfSquares.type().Elt);
+    return B.out(OpKind::Sqrt, {B.out(OpKind::Mul, {HalfSquares, Two})});
+  };
+
+  if (O.ClipNorm > 0) {
+    // tf.clip_by_norm: g * c / max(|g|, c).
+    unsigned I = 0;
+    for (auto &[Var, Grad] : S.SummedGradients) {
+      GraphBuilder B(G);
+      Place(B, SiteOf[I++], (Var->getName() + "/clip_by_norm").str());
+      DType T = Grad.type().Elt;
+      TensorRef Clip = B.constant(O.ClipNorm, T, {}, "clip_norm");
+      TensorRef Max = B.out(OpKind::Maximum,
+                            {Norm(B, B.out(OpKind::L2Loss, {Grad})), Clip});
+      TensorRef Clipped = B.out(
+          OpKind::Div, {B.out(OpKind::Mul, {Grad, Clip}), Max}, {}, "truediv");
+      if (Error E = B.takeError())
+        return E;
+      Grad = Clipped;
+    }
+    return Error::success();
+  }
+
+  // tf.clip_by_global_norm, per site: every g * c / max(global norm, c).
+  std::vector<SmallVector<TensorRef, 8>> Halves(Sites.size());
+  std::vector<DType> Types(Sites.size(), DType::Invalid);
+  unsigned I = 0;
+  for (auto &[Var, Grad] : S.SummedGradients) {
+    unsigned Site = SiteOf[I++];
+    DType T = Grad.type().Elt;
+    if (Types[Site] != DType::Invalid && Types[Site] != T)
+      return makeError(optimizerFieldLoc(G, C, "clip_global_norm"),
+                       "clip_global_norm needs gradients of one type, but "
+                       "variable '" +
+                           Var->getName() + "' has " + dtypeName(T) +
+                           " and an earlier one " + dtypeName(Types[Site]));
+    Types[Site] = T;
+    GraphBuilder B(G);
+    Place(B, Site, Sites[Site].Prefix);
+    Halves[Site].push_back(B.out(OpKind::L2Loss, {Grad}));
+    if (Error E = B.takeError())
+      return E;
+  }
+  std::vector<TensorRef> Scales(Sites.size());
+  for (unsigned Site = 0; Site < Sites.size(); ++Site) {
+    if (Halves[Site].empty())
+      continue;
+    GraphBuilder B(G);
+    Place(B, Site, Sites[Site].Prefix);
+    TensorRef Sum = Halves[Site].size() == 1
+                        ? Halves[Site][0]
+                        : B.out(OpKind::AddN, Halves[Site]);
+    TensorRef Global = Norm(B, Sum);
+    TensorRef Clip = B.constant(O.ClipGlobalNorm, Types[Site], {}, "clip_norm");
+    Scales[Site] =
+        B.out(OpKind::Div, {Clip, B.out(OpKind::Maximum, {Global, Clip})}, {},
+              "scale");
+    if (Error E = B.takeError())
+      return E;
+  }
+  I = 0;
+  for (auto &[Var, Grad] : S.SummedGradients) {
+    unsigned Site = SiteOf[I++];
+    GraphBuilder B(G);
+    Place(B, Site, Var->getName());
+    TensorRef Clipped =
+        B.out(OpKind::Mul, {Grad, Scales[Site]}, {}, "clip_by_global_norm");
+    if (Error E = B.takeError())
+      return E;
+    Grad = Clipped;
+  }
+  return Error::success();
+}
+
 /// model_deploy's _add_gradients_summaries for the summed gradients.
 static Error addGradientSummaries(Graph &G, DeployState &S) {
   // The tags the model's summaries have (the clones' copies share theirs).
@@ -290,6 +431,9 @@ Error SumGradientsPass::run(Graph &G, PassContext &Ctx) {
                               Bucket.value_or(C.BucketBytes), C.NumReplicas)
                 : runPs(G, S);
   if (E)
+    return E;
+  // Clipped as create_train_op clips, then summarized (its order).
+  if (Error E = clipGradients(G, S, Ctx, C.resolveOptimizer(G.getOptimizer())))
     return E;
   if (C.SummarizeGradients)
     return addGradientSummaries(G, S);

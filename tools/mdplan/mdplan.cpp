@@ -334,6 +334,14 @@ static NumberOpt<double>
 static NumberOpt<double> InitialAccumulator(
     "initial-accumulator-value", cl::cat(OptCat),
     cl::desc("Adagrad accumulators' initial value (default 0.1)"));
+static NumberOpt<double> ClipNorm(
+    "clip-gradient-norm", cl::cat(OptCat),
+    cl::desc("Clip each variable's summed gradient to this L2 norm (0: no "
+             "clipping)"));
+static NumberOpt<double> ClipGlobalNorm(
+    "clip-global-norm", cl::cat(OptCat),
+    cl::desc("Clip the summed gradients together to this global L2 norm (0: "
+             "no clipping)"));
 static NumberOpt<int64_t>
     DecaySteps("lr-decay-steps", cl::cat(OptCat),
                cl::desc("Multiply the learning rate by --lr-decay-rate every "
@@ -400,6 +408,10 @@ static Error buildConfig(DeploymentConfig &C, SourceMgr &SM) {
   Opt(Beta2, "beta2", [](OptimizerSettings &O) { O.Beta2 = Beta2; });
   Opt(Epsilon, "epsilon", [](OptimizerSettings &O) { O.Epsilon = Epsilon; });
   Opt(Rho, "rho", [](OptimizerSettings &O) { O.Rho = Rho; });
+  Opt(ClipNorm, "clip_gradient_norm",
+      [](OptimizerSettings &O) { O.ClipNorm = ClipNorm; });
+  Opt(ClipGlobalNorm, "clip_global_norm",
+      [](OptimizerSettings &O) { O.ClipGlobalNorm = ClipGlobalNorm; });
   Opt(InitialAccumulator, "initial_accumulator_value",
       [](OptimizerSettings &O) { O.InitialAccumulator = InitialAccumulator; });
   Opt(DecaySteps, "decay_steps",

@@ -248,6 +248,47 @@ TEST(GradientCheck, Broadcasting) {
   checkGradients(binary("Div", {3, 4}, {3, 4}, {3, 4}, 0.5, 1.5));
   checkGradients(binary("Div", {3, 4}, {4}, {3, 4}, 0.5, 1.5));
   checkGradients(binary("Div", {3, 1}, {1, 4}, {3, 4}, 0.5, 1.5));
+  // Maximum: each element's gradient goes to the larger input (ties, where
+  // the function has no derivative, have probability zero here).
+  checkGradients(binary("Maximum", {3, 4}, {3, 4}, {3, 4}));
+  checkGradients(binary("Maximum", {3, 4}, {4}, {3, 4}));
+  checkGradients(binary("Maximum", {3, 1}, {1, 4}, {3, 4}));
+}
+
+// Where the inputs of Maximum are equal, its derivative is undefined and
+// TF gives the gradient to the first input: one SGD step (learning rate 1)
+// of sum(Maximum(a, b) * R) subtracts R from a there, and from the larger
+// input elsewhere.
+TEST(GradientCheck, MaximumTiesGoToTheFirstInput) {
+  Case C = binary("Maximum", {4}, {4}, {4});
+  DeploymentConfig Config;
+  Config.CloneOnCPU = true;
+  OptimizerSettings O;
+  O.LearningRate = 1.0;
+  Config.Optimizer = O;
+  Config.OptimizerFieldsSet["learning_rate"] = true;
+  std::unique_ptr<mdrt::Executor> E;
+  loadPlan(modelText(C), C.Name, Config, E);
+  ASSERT_TRUE(E);
+  auto Index = [&](const std::string &Name) {
+    for (size_t I = 0; I < E->variables().size(); ++I)
+      if (E->variables()[I].Name == Name)
+        return I;
+    ADD_FAILURE() << "no variable " << Name;
+    return size_t(0);
+  };
+  size_t A = Index("a"), B = Index("b");
+  const std::vector<double> AV = {0.5, 0.25, -1, 2}, BV = {0.5, 0.75, -1, 1};
+  ASSERT_TRUE(E->writeVariable(A, AV.data()).isOk());
+  ASSERT_TRUE(E->writeVariable(B, BV.data()).isOk());
+  ASSERT_TRUE(E->run(E->programIndex("train"), 0).isOk());
+  std::vector<double> AN(4), BN(4);
+  ASSERT_TRUE(E->readVariable(A, AN.data()).isOk());
+  ASSERT_TRUE(E->readVariable(B, BN.data()).isOk());
+  const std::vector<double> R = pseudoRandom(4, 99);
+  // Elements 0 and 2 tie, 1 has b larger, 3 has a larger.
+  EXPECT_EQ(AN, (std::vector<double>{0.5 - R[0], 0.25, -1 - R[2], 2 - R[3]}));
+  EXPECT_EQ(BN, (std::vector<double>{0.5, 0.75 - R[1], -1, 1}));
 }
 
 TEST(GradientCheck, MatMul) {

@@ -311,6 +311,12 @@ struct OptimizerSettings {
   /// Adagrad's accumulators start at this value (TF's
   /// initial_accumulator_value).
   double InitialAccumulator = 0.1;
+  /// Gradient clipping after the gradients are summed (0: none): each
+  /// variable's gradient to this L2 norm (slim's create_train_op
+  /// clip_gradient_norm, tf.clip_by_norm), or all of them together to this
+  /// global norm (tf.clip_by_global_norm). At most one of the two.
+  double ClipNorm = 0;
+  double ClipGlobalNorm = 0;
   /// Multiply the learning rate by DecayRate every DecaySteps steps
   /// (0 = constant).
   int64_t DecaySteps = 0;
@@ -331,7 +337,8 @@ struct OptimizerSettings {
 llvm::StringRef optimizerKindName(OptimizerSettings::Kind K);
 /// The numeric fields of OptimizerSettings, by their graph-format names:
 /// learning_rate, momentum, beta1, beta2, epsilon, rho,
-/// initial_accumulator_value, decay_steps, decay_rate.
+/// initial_accumulator_value, decay_steps, decay_rate, clip_gradient_norm,
+/// clip_global_norm.
 llvm::ArrayRef<llvm::StringRef> optimizerValueFields();
 /// What is wrong with field \p Field (one of optimizerValueFields()) of
 /// \p O, e.g. "learning rate must be positive"; "" when it is valid.

@@ -7,6 +7,7 @@
 #ifndef MDPLAN_TRANSFORMS_PASSUTILS_H
 #define MDPLAN_TRANSFORMS_PASSUTILS_H
 
+#include "mdplan/Deploy/DeploymentConfig.h"
 #include "mdplan/IR/DeployState.h"
 #include "mdplan/IR/Graph.h"
 #include "mdplan/Support/Diagnostic.h"
@@ -93,6 +94,11 @@ llvm::SmallVector<unsigned, 3> writtenInputs(const Node &N);
 
 /// A short name for a device usable inside node names: "worker_0_GPU_1".
 std::string deviceShortName(const DeviceSpec &D);
+
+/// Where optimizer field \p Field (a graph-format name) was given: the flag
+/// or config-file field that set it, else the graph file's field.
+SourceLoc optimizerFieldLoc(const Graph &G, const DeploymentConfig &C,
+                            llvm::StringRef Field);
 
 } // namespace mdplan
 

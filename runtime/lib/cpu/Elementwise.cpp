@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Add, Sub, Mul, Div (NumPy broadcasting), BiasAdd, BroadcastGrad, AddN,
-// the unary math and activations with their gradients, Softmax,
+// Add, Sub, Mul, Div, Maximum (NumPy broadcasting), BiasAdd, BroadcastGrad,
+// AddN, the unary math and activations with their gradients, Softmax,
 // SoftmaxGrad and Dropout.
 //
 // Broadcasting is planned once: the output shape is collapsed to the fewest
@@ -150,6 +150,16 @@ template <typename T> struct DivF {
     } else {
       return A / B;
     }
+  }
+};
+
+/// The larger of A and B; NaN where either is (as NumPy's maximum).
+template <typename T> struct MaxF {
+  T operator()(T A, T B) const {
+    if constexpr (std::is_integral<T>::value)
+      return A < B ? B : A;
+    else
+      return A > B || A != A ? A : B;
   }
 };
 
@@ -592,6 +602,7 @@ void cpu::registerElementwiseKernels(KernelRegistry &R) {
   R.add(CPU, "Sub", createBinary<SubF>);
   R.add(CPU, "Mul", createBinary<MulF>);
   R.add(CPU, "Div", createBinary<DivF>);
+  R.add(CPU, "Maximum", createBinary<MaxF>);
   R.add(CPU, "BiasAdd", createBiasAdd);
   R.add(CPU, "BroadcastGrad", createBroadcastGrad);
   R.add(CPU, "AddN", createAddN);

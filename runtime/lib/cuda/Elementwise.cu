@@ -132,6 +132,16 @@ struct DivF {
   }
 };
 
+/// The larger of A and B; NaN where either is (as the CPU's).
+struct MaxF {
+  template <typename T> __device__ T operator()(T A, T B) const {
+    if constexpr (std::is_integral<T>::value)
+      return A < B ? B : A;
+    else
+      return A > B || A != A ? A : B;
+  }
+};
+
 /// Y = Op(A, B) over the collapsed dimensions of \p P, with indices of type
 /// \p Idx: uint32_t when int32Indexable(N) (32-bit division is several
 /// times cheaper than 64-bit, and BiasAdd divides twice an element; offsets
@@ -1176,6 +1186,7 @@ void cuda::registerElementwiseKernels(KernelRegistry &R) {
   R.add(GPU, "Sub", createBinary<SubF>);
   R.add(GPU, "Mul", createBinary<MulF>);
   R.add(GPU, "Div", createBinary<DivF>);
+  R.add(GPU, "Maximum", createBinary<MaxF>);
   R.add(GPU, "BiasAdd", createBiasAdd);
   R.add(GPU, "BroadcastGrad", createBroadcastGrad);
   R.add(GPU, "AddN", createAddN);

@@ -43,6 +43,7 @@ const std::map<std::string, Signature, std::less<>> &signatures() {
       {"Sub", {2, 2, 1, 1}},
       {"Mul", {2, 2, 1, 1}},
       {"Div", {2, 2, 1, 1}},
+      {"Maximum", {2, 2, 1, 1}},
       {"AddN", {1, -1, 1, 1}},
       {"Neg", {1, 1, 1, 1}},
       {"Square", {1, 1, 1, 1}},

@@ -10,6 +10,7 @@ steps on the same batches, printing each step's loss as
       [--learning-rate=LR]
       [--decay-steps=S --decay-rate=R] [--momentum=M] [--nesterov]
       [--rho=RHO] [--epsilon=EPS] [--initial-accumulator-value=V]
+      [--clip-gradient-norm=C | --clip-global-norm=C]
       [--l2=SCALE] [--dropout-rate=R] [--check-initial] [--evaluate]
       [--final=FILE]
 
@@ -431,6 +432,24 @@ class Optimizer:
         return var - alpha * slots[0] / (np.sqrt(slots[1]) + a.epsilon)
 
 
+def clip(g, args):
+    """The summed gradients clipped as TensorFlow clips them: each to an
+    L2 norm of at most C (tf.clip_by_norm, g * C / max(|g|, C)), or all
+    together to a global norm of at most C (tf.clip_by_global_norm, every g
+    * C / max(global norm, C))."""
+    if args.clip_gradient_norm > 0:
+        c = args.clip_gradient_norm
+        for k in g:
+            g[k] = g[k] * c / max(np.sqrt((g[k] ** 2).sum()), c)
+    if args.clip_global_norm > 0:
+        c = args.clip_global_norm
+        norm = np.sqrt(sum((x ** 2).sum() for x in g.values()))
+        scale = c / max(norm, c)
+        for k in g:
+            g[k] = g[k] * scale
+    return g
+
+
 def check_initial(t, slots, initial_accumulator):
     """The state of step 0 as the model files define it: the global step 0;
     biases, betas and moving means zeros, gammas and moving variances
@@ -523,6 +542,8 @@ def main():
     ap.add_argument("--momentum", type=float, default=None)
     ap.add_argument("--rho", type=float, default=0.9)
     ap.add_argument("--initial-accumulator-value", type=float, default=0.1)
+    ap.add_argument("--clip-gradient-norm", type=float, default=0.0)
+    ap.add_argument("--clip-global-norm", type=float, default=0.0)
     ap.add_argument("--nesterov", action="store_true")
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)
@@ -583,6 +604,7 @@ def main():
         for k in regularized(v):
             loss += args.l2 * (v[k] ** 2).sum() / 2
             g[k] = g[k] + args.l2 * v[k]
+        clip(g, args)
         print("step %d loss %.17g" % (step + 1, loss))
         for k in g:
             if k not in slots:

@@ -103,6 +103,26 @@ TEST(CpuKernels, MulBroadcasts) {
       "Mul", [](double A, double B) { return A * B; }, false);
 }
 
+TEST(CpuKernels, MaximumBroadcasts) {
+  checkBinary(
+      "Maximum", [](double A, double B) { return A < B ? B : A; }, false);
+}
+
+TEST(CpuKernels, MaximumPropagatesNaN) {
+  const double NaN = std::numeric_limits<double>::quiet_NaN();
+  for (DType T : FloatTypes) {
+    TT A(T, {4}, {NaN, 1, -0.5, 2});
+    TT B(T, {4}, {1, NaN, -0.25, 2});
+    OpRunner R("Maximum");
+    R.input(A).input(B).output(T, {4}).run();
+    std::vector<double> Y = R.out(0);
+    EXPECT_TRUE(std::isnan(Y[0])) << dtypeName(T);
+    EXPECT_TRUE(std::isnan(Y[1])) << dtypeName(T);
+    EXPECT_EQ(Y[2], -0.25);
+    EXPECT_EQ(Y[3], 2);
+  }
+}
+
 TEST(CpuKernels, DivBroadcasts) {
   Rng G;
   for (DType T : FloatTypes)

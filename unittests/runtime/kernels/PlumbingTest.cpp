@@ -25,6 +25,7 @@ TEST(CpuKernelRegistry, EveryComputeOpHasAKernel) {
                        "Sub",
                        "Mul",
                        "Div",
+                       "Maximum",
                        "AddN",
                        "Neg",
                        "Square",
