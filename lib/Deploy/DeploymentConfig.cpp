@@ -346,6 +346,14 @@ OptimizerSettings DeploymentConfig::resolveOptimizer(
     O.Rho = D.Rho;
   if (Set("initial_accumulator_value"))
     O.InitialAccumulator = D.InitialAccumulator;
+  if (Set("decay_type"))
+    O.DecayType = D.DecayType;
+  if (Set("staircase"))
+    O.Staircase = D.Staircase;
+  if (Set("end_learning_rate"))
+    O.EndLearningRate = D.EndLearningRate;
+  if (Set("power"))
+    O.Power = D.Power;
   if (Set("clip_gradient_norm"))
     O.ClipNorm = D.ClipNorm;
   if (Set("clip_global_norm"))

@@ -1163,6 +1163,14 @@ static OptimizerSettings convertOptimizer(const desc::Optimizer &O,
     S.ClipNorm = O.clip_gradient_norm();
   if (O.has_clip_global_norm())
     S.ClipGlobalNorm = O.clip_global_norm();
+  if (O.has_decay_type())
+    S.DecayType = OptimizerSettings::Decay(O.decay_type());
+  if (O.has_staircase())
+    S.Staircase = O.staircase();
+  if (O.has_end_learning_rate())
+    S.EndLearningRate = O.end_learning_rate();
+  if (O.has_power())
+    S.Power = O.power();
   return S;
 }
 
@@ -1175,12 +1183,16 @@ static void forEachSetField(const desc::Optimizer &O, FnT F) {
       F(Field);
 }
 
-/// The optimizer kind is one the format names.
+/// The optimizer kind and decay type are ones the format names.
 static Error checkOptimizerKind(const desc::Optimizer &O, const Locator &L) {
-  if (!O.has_kind())
-    return Error::success();
-  return checkEnum(O.kind(), desc::Optimizer_Kind_descriptor(), L.at(O, "kind"),
-                   "optimizer kind");
+  if (O.has_kind())
+    if (Error E = checkEnum(O.kind(), desc::Optimizer_Kind_descriptor(),
+                            L.at(O, "kind"), "optimizer kind"))
+      return E;
+  if (O.has_decay_type())
+    return checkEnum(O.decay_type(), desc::Optimizer_DecayType_descriptor(),
+                     L.at(O, "decay_type"), "decay type");
+  return Error::success();
 }
 
 /// Checks the fields \p O sets (as converted into \p S), at their
@@ -1287,8 +1299,13 @@ Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
       forEachSetField(T.optimizer(), [&](StringRef F) {
         G.setOptimizerLoc(F, OL.at(T.optimizer(), F));
       });
-      if (T.optimizer().has_nesterov())
-        G.setOptimizerLoc("nesterov", OL.at(T.optimizer(), "nesterov"));
+      const desc::Optimizer &PO = T.optimizer();
+      for (auto [F, Has] :
+           {std::pair<StringRef, bool>{"nesterov", PO.has_nesterov()},
+            {"staircase", PO.has_staircase()},
+            {"decay_type", PO.has_decay_type()}})
+        if (Has)
+          G.setOptimizerLoc(F, OL.at(PO, F));
     }
     if (T.batch_size() < 0 ||
         (T.batch_size() == 0 && TL.written(T, "batch_size")))
@@ -1531,6 +1548,10 @@ Error mdplan::readDeploymentBuffer(StringRef Contents, StringRef Name,
       SetField("kind");
     if (O.has_nesterov())
       SetField("nesterov");
+    if (O.has_staircase())
+      SetField("staircase");
+    if (O.has_decay_type())
+      SetField("decay_type");
     forEachSetField(O, SetField);
   }
   return Error::success();

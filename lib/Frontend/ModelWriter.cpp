@@ -357,6 +357,14 @@ void Writer::write() {
       F("clip_global_norm", O->ClipGlobalNorm);
       OS << "    decay_steps: " << O->DecaySteps << '\n';
       F("decay_rate", O->DecayRate);
+      OS << "    decay_type: "
+         << (O->DecayType == OptimizerSettings::Decay::Polynomial
+                 ? "POLYNOMIAL"
+                 : "EXPONENTIAL")
+         << '\n';
+      OS << "    staircase: " << (O->Staircase ? "true" : "false") << '\n';
+      F("end_learning_rate", O->EndLearningRate);
+      F("power", O->Power);
       OS << "  }\n";
     }
     if (G.getDefaultBatchSize())

@@ -119,6 +119,16 @@ StringRef mdplan::optimizerKindName(OptimizerSettings::Kind K) {
   llvm_unreachable("bad optimizer");
 }
 
+StringRef mdplan::decayTypeName(OptimizerSettings::Decay D) {
+  switch (D) {
+  case OptimizerSettings::Decay::Exponential:
+    return "exponential";
+  case OptimizerSettings::Decay::Polynomial:
+    return "polynomial";
+  }
+  llvm_unreachable("bad decay type");
+}
+
 ArrayRef<StringRef> mdplan::optimizerValueFields() {
   static const StringRef Fields[] = {"learning_rate",
                                      "momentum",
@@ -129,6 +139,8 @@ ArrayRef<StringRef> mdplan::optimizerValueFields() {
                                      "initial_accumulator_value",
                                      "decay_steps",
                                      "decay_rate",
+                                     "end_learning_rate",
+                                     "power",
                                      "clip_gradient_norm",
                                      "clip_global_norm"};
   return Fields;
@@ -162,6 +174,11 @@ std::string mdplan::checkOptimizerField(const OptimizerSettings &O,
     return Check(O.epsilon(), O.epsilon() > 0, "epsilon", "be positive");
   if (Field == "rho")
     return Fraction(O.Rho) ? "" : "rho must be in [0, 1)";
+  if (Field == "end_learning_rate")
+    return Check(O.EndLearningRate, O.EndLearningRate >= 0, "end_learning_rate",
+                 "not be negative");
+  if (Field == "power")
+    return Check(O.Power, O.Power > 0, "power", "be positive");
   if (Field == "clip_gradient_norm")
     return Check(O.ClipNorm, O.ClipNorm >= 0, "clip_gradient_norm",
                  "not be negative");

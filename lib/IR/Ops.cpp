@@ -768,6 +768,10 @@ static Error shapeAssignAdd(InferContext &C) {
 static Error shapeApply(InferContext &C) {
   if (Error E = checkUpdatesVariable(C))
     return E;
+  StringRef Decay = C.attrs().getString("decay_type");
+  if (Decay != "exponential" && Decay != "polynomial")
+    return C.error("unknown decay_type '" + Decay +
+                   "' (use exponential or polynomial)");
   if (Error E = expectFloat(C, 0))
     return E;
   unsigned NumIn = C.numInputs();
@@ -1411,6 +1415,10 @@ void registerAllOps(std::vector<OpDef> &Ops) {
         .attr("learning_rate", K::Float)
         .attr("decay_steps", K::Int, Attr(int64_t(0)))
         .attr("decay_rate", K::Float, Attr(1.0))
+        .attr("decay_type", K::String, Attr("exponential"))
+        .attr("staircase", K::Bool, Attr(true))
+        .attr("end_learning_rate", K::Float, Attr(1e-4))
+        .attr("power", K::Float, Attr(1.0))
         .flags(Update | OF_Internal)
         .shape(shapeApply);
   };

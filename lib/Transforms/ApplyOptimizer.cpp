@@ -157,6 +157,26 @@ static void warnUnusedOptimizerFields(const Graph &G, PassContext &Ctx,
   if (O.K != K::Adagrad)
     Unused("initial_accumulator_value",
            O.InitialAccumulator != Default.InitialAccumulator, "adagrad");
+  // The decay's fields, for the decay type that does not read them.
+  using D = OptimizerSettings::Decay;
+  auto UnusedByDecay = [&](StringRef Field, bool Differs) {
+    if (Differs)
+      Ctx.Diags.warning(Where(Field), Field + " is not used by decay_type " +
+                                          decayTypeName(O.DecayType) +
+                                          ": it has no effect");
+  };
+  if (O.DecayType == D::Polynomial) {
+    UnusedByDecay("decay_rate", O.DecayRate != Default.DecayRate);
+    UnusedByDecay("staircase", O.Staircase != Default.Staircase);
+    if (O.DecaySteps == 0)
+      Ctx.Diags.warning(Where("decay_type"),
+                        "decay_type polynomial has no effect without "
+                        "decay_steps: the learning rate stays constant");
+    return;
+  }
+  UnusedByDecay("end_learning_rate",
+                O.EndLearningRate != Default.EndLearningRate);
+  UnusedByDecay("power", O.Power != Default.Power);
   if (O.DecaySteps == 0 && O.DecayRate != Default.DecayRate)
     Ctx.Diags.warning(Where("decay_rate"),
                       "decay_rate has no effect without decay_steps: the "
@@ -217,6 +237,10 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
   UpdateAttrs.set("learning_rate", O.LearningRate);
   UpdateAttrs.set("decay_steps", O.DecaySteps);
   UpdateAttrs.set("decay_rate", O.DecayRate);
+  UpdateAttrs.set("decay_type", decayTypeName(O.DecayType));
+  UpdateAttrs.set("staircase", O.Staircase);
+  UpdateAttrs.set("end_learning_rate", O.EndLearningRate);
+  UpdateAttrs.set("power", O.Power);
   OpKind K = OpKind::ApplyGradientDescent;
   // The slots, named as TF's optimizers name them, and their initializers.
   struct SlotKind {

@@ -344,10 +344,30 @@ static NumberOpt<double> ClipGlobalNorm(
              "no clipping)"));
 static NumberOpt<int64_t>
     DecaySteps("lr-decay-steps", cl::cat(OptCat),
-               cl::desc("Multiply the learning rate by --lr-decay-rate every "
-                        "N steps"));
+               cl::desc("Decay the learning rate over N steps (exponential: "
+                        "by --lr-decay-rate every N steps)"));
 static NumberOpt<double> DecayRate("lr-decay-rate", cl::cat(OptCat),
                                    cl::desc("Learning-rate decay factor"));
+static EnumOpt<OptimizerSettings::Decay> DecayType(
+    "lr-decay-type", cl::desc("How the learning rate decays"),
+    ValueNoun{"decay type"},
+    cl::values(clEnumValN(OptimizerSettings::Decay::Exponential, "exponential",
+                          "times --lr-decay-rate every --lr-decay-steps "
+                          "(default)"),
+               clEnumValN(OptimizerSettings::Decay::Polynomial, "polynomial",
+                          "to --end-learning-rate over --lr-decay-steps")),
+    cl::cat(OptCat));
+static cl::opt<bool>
+    Staircase("lr-staircase", cl::cat(OptCat),
+              cl::desc("Exponential decay in whole periods (default true; "
+                       "--lr-staircase=false decays every step)"));
+static NumberOpt<double>
+    EndLearningRate("end-learning-rate", cl::cat(OptCat),
+                    cl::desc("Polynomial decay: the learning rate after "
+                             "--lr-decay-steps (default 0.0001)"));
+static NumberOpt<double>
+    Power("lr-power", cl::cat(OptCat),
+          cl::desc("Polynomial decay: the power (default 1, linear)"));
 
 static NumberOpt<int> CloneIndex("clone-index",
                                  cl::desc("With --emit=deployment: report this "
@@ -418,6 +438,13 @@ static Error buildConfig(DeploymentConfig &C, SourceMgr &SM) {
       [](OptimizerSettings &O) { O.DecaySteps = DecaySteps; });
   Opt(DecayRate, "decay_rate",
       [](OptimizerSettings &O) { O.DecayRate = DecayRate; });
+  Opt(DecayType, "decay_type",
+      [](OptimizerSettings &O) { O.DecayType = DecayType; });
+  Opt(Staircase, "staircase",
+      [](OptimizerSettings &O) { O.Staircase = Staircase; });
+  Opt(EndLearningRate, "end_learning_rate",
+      [](OptimizerSettings &O) { O.EndLearningRate = EndLearningRate; });
+  Opt(Power, "power", [](OptimizerSettings &O) { O.Power = Power; });
   if (EvalBatch.getNumOccurrences() && EvalBatch <= 0)
     return makeError(C.DefaultOrigin, "--eval-batch must be positive");
   if (BatchPerClone.getNumOccurrences() && BatchPerClone <= 0)

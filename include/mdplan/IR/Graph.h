@@ -317,10 +317,18 @@ struct OptimizerSettings {
   /// global norm (tf.clip_by_global_norm). At most one of the two.
   double ClipNorm = 0;
   double ClipGlobalNorm = 0;
-  /// Multiply the learning rate by DecayRate every DecaySteps steps
-  /// (0 = constant).
+  /// The learning rate's decay over DecaySteps steps (0 = constant):
+  /// exponential, lr * DecayRate ^ (step / DecaySteps), the exponent
+  /// floored with Staircase (tf.train.exponential_decay); polynomial,
+  /// (lr - EndLearningRate) (1 - min(step, DecaySteps) / DecaySteps) ^
+  /// Power + EndLearningRate (tf.train.polynomial_decay).
+  enum class Decay : uint8_t { Exponential, Polynomial };
+  Decay DecayType = Decay::Exponential;
   int64_t DecaySteps = 0;
   double DecayRate = 1.0;
+  bool Staircase = true;
+  double EndLearningRate = 1e-4;
+  double Power = 1.0;
 
   /// The momentum the update uses: the one given, else the kind's default
   /// (0.9 for momentum, where TF's MomentumOptimizer requires a value; 0
@@ -335,10 +343,12 @@ struct OptimizerSettings {
   }
 };
 llvm::StringRef optimizerKindName(OptimizerSettings::Kind K);
+/// "exponential" or "polynomial".
+llvm::StringRef decayTypeName(OptimizerSettings::Decay D);
 /// The numeric fields of OptimizerSettings, by their graph-format names:
 /// learning_rate, momentum, beta1, beta2, epsilon, rho,
-/// initial_accumulator_value, decay_steps, decay_rate, clip_gradient_norm,
-/// clip_global_norm.
+/// initial_accumulator_value, decay_steps, decay_rate, end_learning_rate,
+/// power, clip_gradient_norm, clip_global_norm.
 llvm::ArrayRef<llvm::StringRef> optimizerValueFields();
 /// What is wrong with field \p Field (one of optimizerValueFields()) of
 /// \p O, e.g. "learning rate must be positive"; "" when it is valid.

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../LearningRate.h"
 #include "CpuCommon.h"
 
 #include <cmath>
@@ -155,25 +156,6 @@ private:
   int64_t Amount = 1;
 };
 
-/// The learning rate at a step: lr * decay_rate ^ floor(step / decay_steps)
-/// when decay_steps > 0.
-struct LearningRate {
-  double Rate = 0, DecayRate = 1;
-  int64_t DecaySteps = 0;
-
-  void init(const KernelInfo &I) {
-    Rate = I.Attrs.getFloat("learning_rate", 0);
-    DecaySteps = I.Attrs.getInt("decay_steps", 0);
-    DecayRate = I.Attrs.getFloat("decay_rate", 1.0);
-  }
-  double at(int64_t Step) const {
-    if (DecaySteps <= 0)
-      return Rate;
-    int64_t Periods = Step / DecaySteps; // a staircase, as TF's
-    return Rate * integerPower(DecayRate, Periods);
-  }
-};
-
 /// Common checks of the Apply ops: \p NumTensors float tensors of the same
 /// type and size, then the int64 scalar step.
 Status checkApply(const KernelInfo &I, unsigned NumTensors) {
@@ -202,7 +184,7 @@ public:
   Status init(const KernelInfo &I) {
     MDRT_RETURN_IF_ERROR(checkApply(I, 2));
     N = I.Inputs[0].numElements();
-    LR.init(I);
+    MDRT_RETURN_IF_ERROR(LR.init(I));
     Threads = I.NumThreads;
     return Status::ok();
   }
@@ -228,7 +210,7 @@ public:
   Status init(const KernelInfo &I) {
     MDRT_RETURN_IF_ERROR(checkApply(I, 3));
     N = I.Inputs[0].numElements();
-    LR.init(I);
+    MDRT_RETURN_IF_ERROR(LR.init(I));
     Momentum = T(I.Attrs.getFloat("momentum", 0.9));
     Nesterov = I.Attrs.getBool("nesterov", false);
     Threads = I.NumThreads;
@@ -261,7 +243,7 @@ public:
   Status init(const KernelInfo &I) {
     MDRT_RETURN_IF_ERROR(checkApply(I, 4));
     N = I.Inputs[0].numElements();
-    LR.init(I);
+    MDRT_RETURN_IF_ERROR(LR.init(I));
     Beta1 = I.Attrs.getFloat("beta1", 0.9);
     Beta2 = I.Attrs.getFloat("beta2", 0.999);
     Eps = T(I.Attrs.getFloat("epsilon", 1e-8));
@@ -300,7 +282,7 @@ public:
   Status init(const KernelInfo &I) {
     MDRT_RETURN_IF_ERROR(checkApply(I, 4));
     N = I.Inputs[0].numElements();
-    LR.init(I);
+    MDRT_RETURN_IF_ERROR(LR.init(I));
     // In T, as TF computes it (its rho is a tensor of the variable's type):
     // in float32, 1 - rho then differs from the double's rounding by ulps.
     OneMinusRho = T(1) - T(I.Attrs.getFloat("rho", 0.9));
@@ -337,7 +319,7 @@ public:
   Status init(const KernelInfo &I) {
     MDRT_RETURN_IF_ERROR(checkApply(I, 3));
     N = I.Inputs[0].numElements();
-    LR.init(I);
+    MDRT_RETURN_IF_ERROR(LR.init(I));
     Threads = I.NumThreads;
     return Status::ok();
   }

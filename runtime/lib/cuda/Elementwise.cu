@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../LearningRate.h"
 #include "Broadcast.h"
 #include "CudaCommon.h"
 #include "InputReport.h"
@@ -956,22 +957,6 @@ KernelOr createCast(const KernelInfo &I) {
 // State updates
 //===----------------------------------------------------------------------===//
 
-/// lr * decay_rate ^ floor(step / decay_steps), in double on the device.
-struct LearningRate {
-  double Rate = 0, DecayRate = 1;
-  int64_t DecaySteps = 0;
-  void init(const KernelInfo &I) {
-    Rate = I.Attrs.getFloat("learning_rate", 0);
-    DecaySteps = I.Attrs.getInt("decay_steps", 0);
-    DecayRate = I.Attrs.getFloat("decay_rate", 1.0);
-  }
-  __device__ double at(int64_t Step) const {
-    if (DecaySteps <= 0)
-      return Rate;
-    return Rate * integerPower(DecayRate, Step / DecaySteps);
-  }
-};
-
 enum class Update {
   MovingAverage,
   GradientDescent,
@@ -1107,7 +1092,7 @@ template <Update U> KernelOr createUpdate(const KernelInfo &I) {
                           : U == Update::Momentum || U == Update::Adagrad ? 3
                                                                           : 2;
     MDRT_RETURN_IF_ERROR(checkApply(I, NumTensors));
-    P.LR.init(I);
+    MDRT_RETURN_IF_ERROR(P.LR.init(I));
     if (U == Update::RMSProp) {
       P.Rho = I.Attrs.getFloat("rho", 0.9);
       P.Momentum = I.Attrs.getFloat("momentum", 0.0);

@@ -8,7 +8,9 @@ steps on the same batches, printing each step's loss as
   numpy_reference.py mlp|cnn|resnet CHECKPOINT.txt DATA_DIR --steps=N
       --batch=B [--clones=N] [--optimizer=sgd|momentum|adam|rmsprop|adagrad]
       [--learning-rate=LR]
-      [--decay-steps=S --decay-rate=R] [--momentum=M] [--nesterov]
+      [--decay-steps=S --decay-rate=R [--smooth-decay]]
+      [--decay-steps=S --polynomial-decay --end-learning-rate=E --power=P]
+      [--momentum=M] [--nesterov]
       [--rho=RHO] [--epsilon=EPS] [--initial-accumulator-value=V]
       [--clip-gradient-norm=C | --clip-global-norm=C]
       [--l2=SCALE] [--dropout-rate=R] [--check-initial] [--evaluate]
@@ -401,10 +403,18 @@ class Optimizer:
             args.epsilon = 1e-10 if rms else 1e-8
 
     def rate(self, step):
-        lr = self.a.learning_rate
-        if self.a.decay_steps > 0:
-            lr *= self.a.decay_rate ** (step // self.a.decay_steps)
-        return lr
+        """tf.train.exponential_decay (staircase unless --smooth-decay) or
+        tf.train.polynomial_decay (--polynomial-decay, without cycles)."""
+        a, lr = self.a, self.a.learning_rate
+        if a.decay_steps <= 0:
+            return lr
+        if a.polynomial_decay:
+            left = 1 - min(step, a.decay_steps) / a.decay_steps
+            return (lr - a.end_learning_rate) * left ** a.power + \
+                a.end_learning_rate
+        if a.smooth_decay:
+            return lr * a.decay_rate ** (step / a.decay_steps)
+        return lr * a.decay_rate ** (step // a.decay_steps)
 
     def apply(self, step, var, slots, g):
         """The update of step + 1 (the global step was step) to var and
@@ -538,6 +548,10 @@ def main():
     ap.add_argument("--learning-rate", type=float, default=1e-3)
     ap.add_argument("--decay-steps", type=int, default=0)
     ap.add_argument("--decay-rate", type=float, default=1.0)
+    ap.add_argument("--smooth-decay", action="store_true")
+    ap.add_argument("--polynomial-decay", action="store_true")
+    ap.add_argument("--end-learning-rate", type=float, default=1e-4)
+    ap.add_argument("--power", type=float, default=1.0)
     ap.add_argument("--l2", type=float, default=0.0)
     ap.add_argument("--momentum", type=float, default=None)
     ap.add_argument("--rho", type=float, default=0.9)

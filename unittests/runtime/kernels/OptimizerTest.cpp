@@ -87,6 +87,67 @@ TEST(CpuKernels, ApplyGradientDescentWithDecay) {
   expectValues(C.in(0), {0.5}, DType::Float64, "no decay");
 }
 
+/// One gradient descent step from var 1 with gradient 1 at \p Step: the
+/// learning rate itself, in float64.
+double rateAt(OpRunner &R, int64_t Step) {
+  R.setInput(0, TT(DType::Float64, {1}, {1}));
+  R.setInput(2, step(Step));
+  R.run();
+  return 1 - R.in(0)[0];
+}
+
+TEST(CpuKernels, ApplyGradientDescentPolynomialDecay) {
+  // tf.train.polynomial_decay: (0.1 - 0.01) (1 - min(step, 4) / 4)^p + 0.01.
+  for (double Power : {1.0, 2.0, 0.5}) {
+    OpRunner R("ApplyGradientDescent");
+    R.attr("learning_rate", 0.1)
+        .attr("decay_steps", int64_t(4))
+        .attr("decay_type", std::string("polynomial"))
+        .attr("end_learning_rate", 0.01)
+        .attr("power", Power)
+        .input(TT(DType::Float64, {1}, {1}))
+        .input(TT(DType::Float64, {1}, {1}))
+        .input(step(0));
+    for (int64_t Step : {0, 1, 3, 4, 9}) {
+      double Left = 1 - double(std::min<int64_t>(Step, 4)) / 4;
+      EXPECT_NEAR(rateAt(R, Step), 0.09 * std::pow(Left, Power) + 0.01, 1e-15)
+          << "power " << Power << " step " << Step;
+    }
+  }
+}
+
+TEST(CpuKernels, ApplyGradientDescentSmoothExponentialDecay) {
+  // staircase false: 0.1 * 0.5^(step / 4), every step; true (the
+  // default): whole periods.
+  for (bool Staircase : {false, true}) {
+    OpRunner R("ApplyGradientDescent");
+    R.attr("learning_rate", 0.1)
+        .attr("decay_steps", int64_t(4))
+        .attr("decay_rate", 0.5)
+        .attr("staircase", Staircase)
+        .input(TT(DType::Float64, {1}, {1}))
+        .input(TT(DType::Float64, {1}, {1}))
+        .input(step(0));
+    for (int64_t Step : {0, 1, 4, 6}) {
+      double Periods = Staircase ? double(Step / 4) : double(Step) / 4;
+      EXPECT_NEAR(rateAt(R, Step), 0.1 * std::pow(0.5, Periods), 1e-15)
+          << "staircase " << Staircase << " step " << Step;
+    }
+  }
+}
+
+TEST(CpuKernels, ApplyRejectsAnUnknownDecayType) {
+  OpRunner R("ApplyGradientDescent");
+  R.attr("learning_rate", 0.1)
+      .attr("decay_type", std::string("cosine"))
+      .input(TT(DType::Float32, {1}, {1}))
+      .input(TT(DType::Float32, {1}, {1}))
+      .input(step(0));
+  EXPECT_EQ(R.create(),
+            "node 'test/ApplyGradientDescent' (ApplyGradientDescent): unknown "
+            "decay_type 'cosine' (use exponential or polynomial)");
+}
+
 TEST(CpuKernels, ApplyMomentum) {
   for (DType T : FloatTypes)
     for (bool Nesterov : {false, true}) {
