@@ -93,13 +93,6 @@ static Expected<Shape> broadcastShapes(InferContext &C, const Shape &A,
   return Out;
 }
 
-/// \p V as printf's %g: "0.5", "1e+09", "nan", "-inf".
-static std::string formatFloat(double V) {
-  std::string Text;
-  raw_string_ostream(Text) << format("%g", V);
-  return Text;
-}
-
 /// Output size of a window op along one dimension.
 static int64_t windowOut(int64_t In, int64_t K, int64_t S, StringRef Pad) {
   if (In < 0)
@@ -222,7 +215,8 @@ static Error checkIntegerValue(InferContext &C, DType T, double V,
   }
   if (V >= Lo && V <= Hi)
     return Error::success();
-  return C.error(What + " " + formatFloat(V) + " does not fit " + dtypeName(T));
+  return C.error(What + " " + formatNumber(V) + " does not fit " +
+                 dtypeName(T));
 }
 
 static Error shapeConst(InferContext &C) {
@@ -273,7 +267,8 @@ static Error shapeVariable(InferContext &C) {
     if (std::isfinite(Param(Name)))
       return Error::success();
     return C.error("initializer '" + Init + "': " + Field +
-                   " must be a finite number, got " + formatFloat(Param(Name)));
+                   " must be a finite number, got " +
+                   formatNumber(Param(Name)));
   };
   if (Init == "normal" || Init == "truncated_normal") {
     if (Error E = Finite("init_mean", "mean"))
@@ -283,7 +278,7 @@ static Error shapeVariable(InferContext &C) {
     if (Param("init_stddev") < 0)
       return C.error("initializer '" + Init +
                      "': stddev must not be negative, got " +
-                     formatFloat(Param("init_stddev")));
+                     formatNumber(Param("init_stddev")));
   }
   if (Init == "uniform") {
     if (Error E = Finite("init_min", "minval"))
@@ -295,13 +290,13 @@ static Error shapeVariable(InferContext &C) {
       // such (a value that equals the default may also have been written).
       std::string Defaults;
       if (Param("init_min") == DefaultUniformMin)
-        Defaults = "; minval defaults to " + formatFloat(DefaultUniformMin);
+        Defaults = "; minval defaults to " + formatNumber(DefaultUniformMin);
       else if (Param("init_max") == DefaultUniformMax)
-        Defaults = "; maxval defaults to " + formatFloat(DefaultUniformMax);
+        Defaults = "; maxval defaults to " + formatNumber(DefaultUniformMax);
       return C.error("initializer 'uniform': minval " +
-                     formatFloat(Param("init_min")) +
+                     formatNumber(Param("init_min")) +
                      " is greater than maxval " +
-                     formatFloat(Param("init_max")) + Defaults);
+                     formatNumber(Param("init_max")) + Defaults);
     }
   }
   C.setOutput(0, T, S);
@@ -620,7 +615,7 @@ static Error shapeBatchNorm(InferContext &C) {
   double Eps = C.attrs().getFloat("epsilon");
   if (!(Eps >= 0))
     return C.error("batch norm epsilon must be at least 0, got " +
-                   formatFloat(Eps));
+                   formatNumber(Eps));
   int64_t Ch = X[X.rank() - 1];
   for (unsigned I = 1; I < C.numInputs(); ++I)
     if (Error E = checkChannelVector(C, I, Ch))
@@ -657,7 +652,7 @@ static Error shapeDropout(InferContext &C) {
     return E;
   double Rate = C.attrs().getFloat("rate");
   if (!(Rate >= 0 && Rate < 1))
-    return C.error("dropout rate must be in [0, 1), got " + formatFloat(Rate));
+    return C.error("dropout rate must be in [0, 1), got " + formatNumber(Rate));
   C.setOutput(0, C.input(0).Elt, C.input(0).Dims);
   C.setOutput(1, C.input(0).Elt, C.input(0).Dims);
   return Error::success();
@@ -747,7 +742,7 @@ static Error shapeAssignMovingAverage(InferContext &C) {
   // moves the average away from the values.
   double Decay = C.attrs().getFloat("decay");
   if (!(Decay >= 0 && Decay <= 1))
-    return C.error("decay must be between 0 and 1, got " + formatFloat(Decay));
+    return C.error("decay must be between 0 and 1, got " + formatNumber(Decay));
   if (Error E = expectFloat(C, 0))
     return E;
   if (Error E = expectSameType(C, 0, 1))

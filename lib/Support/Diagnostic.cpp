@@ -7,6 +7,7 @@
 #include "mdplan/Support/Diagnostic.h"
 
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 
@@ -90,6 +91,12 @@ Error mdplan::appendToMessage(Error E, const Twine &Suffix) {
         Result = joinErrors(std::move(Result), makeError(EI.message() + Text));
       });
   return Result;
+}
+
+std::string mdplan::formatNumber(double V) {
+  std::string Text;
+  raw_string_ostream(Text) << format("%g", V);
+  return Text;
 }
 
 std::string mdplan::unknownValueMessage(StringRef What, StringRef Value,

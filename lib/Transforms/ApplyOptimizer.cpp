@@ -23,6 +23,8 @@
 #include "mdplan/Transforms/Pass.h"
 #include "mdplan/Transforms/PassUtils.h"
 
+#include <cmath>
+
 using namespace llvm;
 using namespace mdplan;
 
@@ -285,6 +287,17 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
   // their slots drop: their slots share one dictionary per initializer.
   AttrDictUniquer SlotUniquer;
   for (auto &[Var, Grad] : S.SummedGradients) {
+    // Adagrad's initial accumulator must hold in the variable's type: 0
+    // would divide by zero, infinity freeze the variable.
+    float Initial = float(O.InitialAccumulator);
+    if (O.K == OptimizerSettings::Kind::Adagrad &&
+        Var->getOutputType(0).Elt == DType::Float32 &&
+        (!std::isfinite(Initial) || Initial == 0))
+      return makeError(optimizerFieldLoc(G, C, "initial_accumulator_value"),
+                       "initial_accumulator_value " +
+                           formatNumber(O.InitialAccumulator) +
+                           " is outside float32's range (variable '" +
+                           Var->getName() + "' is float32)");
     SmallVector<TensorRef, 5> Ins = {TensorRef(Var)};
     AttrDict SlotAttrs;
     for (unsigned I = 0; I < Slots.size(); ++I) {

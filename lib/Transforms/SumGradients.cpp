@@ -26,7 +26,8 @@
 // summed gradients are then clipped where they are (ps: on the optimizer
 // device; mirrored: each device its copies'), as slim's create_train_op
 // (tf.clip_by_norm: g * c / max(|g|, c)) or tf.clip_by_global_norm (every
-// g * c / max(global norm, c)) would clip the gradients deploy() returns.
+// g * (c * (1 / max(N, c)) + (N - N)) for the global norm N, NaN when N is
+// not finite) would clip the gradients deploy() returns.
 //
 // With summarize_gradients (model_deploy's deploy() option), each variable's
 // summed gradient (mirrored: copy 0's) gets, on the optimizer device, a
@@ -42,6 +43,7 @@
 #include "mdplan/Transforms/Pass.h"
 #include "mdplan/Transforms/PassUtils.h"
 
+#include <cmath>
 #include <optional>
 
 using namespace llvm;
@@ -273,6 +275,17 @@ static Error clipGradients(Graph &G, DeployState &S, PassContext &Ctx,
   if (O.ClipNorm > 0 && O.ClipGlobalNorm > 0)
     return makeError(optimizerFieldLoc(G, C, "clip_global_norm"),
                      "give clip_gradient_norm or clip_global_norm, not both");
+  // A value the gradients' type cannot hold would clip them to NaN or 0.
+  StringRef Field = O.ClipNorm > 0 ? "clip_gradient_norm" : "clip_global_norm";
+  double Clip = O.ClipNorm > 0 ? O.ClipNorm : O.ClipGlobalNorm;
+  for (auto &[Var, Grad] : S.SummedGradients)
+    if (Grad.type().Elt == DType::Float32 &&
+        (!std::isfinite(float(Clip)) || float(Clip) == 0))
+      return makeError(optimizerFieldLoc(G, C, Field),
+                       Field + " " + formatNumber(Clip) +
+                           " is outside float32's range (the gradient of "
+                           "variable '" +
+                           Var->getName() + "' is float32)");
   std::vector<ClipSite> Sites;
   std::vector<unsigned> SiteOf =
       clipSites(G, S, C.Strat == Strategy::Mirrored, Sites);
@@ -307,7 +320,10 @@ static Error clipGradients(Graph &G, DeployState &S, PassContext &Ctx,
     return Error::success();
   }
 
-  // tf.clip_by_global_norm, per site: every g * c / max(global norm, c).
+  // tf.clip_by_global_norm, per site: every g * scale, scale = c * (1 /
+  // max(N, c)) + (N - N) for the global norm N: 1 / max(N, c) is TF's
+  // min(1 / N, 1 / c) exactly, and N - N makes the scale NaN when N is
+  // infinite or NaN.
   std::vector<SmallVector<TensorRef, 8>> Halves(Sites.size());
   std::vector<DType> Types(Sites.size(), DType::Invalid);
   unsigned I = 0;
@@ -338,9 +354,16 @@ static Error clipGradients(Graph &G, DeployState &S, PassContext &Ctx,
                         : B.out(OpKind::AddN, Halves[Site]);
     TensorRef Global = Norm(B, Sum);
     TensorRef Clip = B.constant(O.ClipGlobalNorm, Types[Site], {}, "clip_norm");
-    Scales[Site] =
-        B.out(OpKind::Div, {Clip, B.out(OpKind::Maximum, {Global, Clip})}, {},
-              "scale");
+    TensorRef Inverse = B.out(
+        OpKind::Div,
+        {B.constant(1.0, Types[Site]), B.out(OpKind::Maximum, {Global, Clip})},
+        {}, "inverse");
+    TensorRef Finite =
+        B.out(OpKind::Mul, {Clip, Inverse}, {}, "scale_for_finite");
+    Scales[Site] = B.out(
+        OpKind::Add,
+        {Finite, B.out(OpKind::Sub, {Global, Global}, {}, "nan_if_not_finite")},
+        {}, "scale");
     if (Error E = B.takeError())
       return E;
   }

@@ -109,6 +109,9 @@ private:
 std::string unknownValueMessage(llvm::StringRef What, llvm::StringRef Value,
                                 llvm::ArrayRef<llvm::StringRef> Known);
 
+/// \p V for messages, as printf's %g: "0.5", "1e+39", "nan", "-inf".
+std::string formatNumber(double V);
+
 /// Appends \p Suffix to the message of every error in \p E, keeping
 /// locations.
 llvm::Error appendToMessage(llvm::Error E, const llvm::Twine &Suffix);

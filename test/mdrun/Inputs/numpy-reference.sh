@@ -14,8 +14,10 @@
 # LOSS_TOL, TENSOR_TOL and EVAL_TOL change the three bounds, and
 # EVAL_ACCURACY_TOL lets the accuracies differ (a float32 plan against the
 # float64 reference: a near tie of two logits may go either way).
-# PLAN names the plan instead (`DIR/r{replica}.mdp`), and LAUNCH a command
-# that starts mdrun (`mpirun -n 2`, which may quote its arguments).
+# PLAN names the plan instead (`DIR/r{replica}.mdp`), LAUNCH a command
+# that starts mdrun (`mpirun -n 2`, which may quote its arguments), and
+# MDRUN_FLAGS more mdrun options (`--soft-placement`, words split at
+# spaces).
 #
 #   [DATA=DIR] numpy-reference.sh DIR NUMPY_PYTHON PYTHON DIFF_CHECKPOINTS \
 #       MODEL NAME STEPS BATCH [numpy_reference.py options...]
@@ -31,7 +33,8 @@ echo "== $NAME"
 rm -rf "$CK" "$DIR/$NAME-metrics.jsonl"
 RUN=(mdrun "${PLAN:-$DIR/$NAME.mdp}" --data="$DATA" --no-shuffle
      --checkpoint-dir="$CK" --checkpoint-at-start --log-every=0 --no-progress
-     --steps="$STEPS" --print-losses --metrics="$DIR/$NAME-metrics.jsonl")
+     --steps="$STEPS" --print-losses --metrics="$DIR/$NAME-metrics.jsonl"
+     ${MDRUN_FLAGS:-})
 eval "${LAUNCH:-}"' "${RUN[@]}"' > "$DIR/$NAME-mdrun.log"
 mdrun --print-checkpoint="$CK/ckpt-000000000000.mdck" > "$DIR/$NAME-0.txt"
 mdrun --print-checkpoint="$CK/ckpt-$(printf %012d "$STEPS").mdck" \

@@ -38,6 +38,7 @@ The data: Fashion-MNIST's training split in file order (mdrun's
 import argparse
 import gzip
 import os
+import re
 import sys
 
 import numpy as np
@@ -442,11 +443,29 @@ class Optimizer:
         return var - alpha * slots[0] / (np.sqrt(slots[1]) + a.epsilon)
 
 
+def split_mirrors(t):
+    """The tensors of a mirrored plan over several devices hold a copy of
+    each variable and slot per device, `<var>/replica_<k>[/<slot>]`, equal to
+    copy 0 (which the reference trains): returns the tensors without them
+    and {copy: the copy 0 it mirrors}, after checking that each equals it.
+    """
+    mirrors = {}
+    for name in t:
+        m = re.match(r"^(.*)/replica_[0-9]+(/[^/]+)?$", name)
+        if m and m.group(1) + (m.group(2) or "") in t:
+            base = m.group(1) + (m.group(2) or "")
+            if not np.array_equal(t[name], t[base]):
+                sys.exit("numpy_reference: mirrored copy %s differs from %s"
+                         % (name, base))
+            mirrors[name] = base
+    return {k: x for k, x in t.items() if k not in mirrors}, mirrors
+
+
 def clip(g, args):
     """The summed gradients clipped as TensorFlow clips them: each to an
     L2 norm of at most C (tf.clip_by_norm, g * C / max(|g|, C)), or all
     together to a global norm of at most C (tf.clip_by_global_norm, every g
-    * C / max(global norm, C))."""
+    * (C * (1 / max(N, C)) + (N - N)) for the global norm N)."""
     if args.clip_gradient_norm > 0:
         c = args.clip_gradient_norm
         for k in g:
@@ -454,7 +473,7 @@ def clip(g, args):
     if args.clip_global_norm > 0:
         c = args.clip_global_norm
         norm = np.sqrt(sum((x ** 2).sum() for x in g.values()))
-        scale = c / max(norm, c)
+        scale = c * (1 / max(norm, c)) + (norm - norm)
         for k in g:
             g[k] = g[k] * scale
     return g
@@ -580,6 +599,7 @@ def main():
     forward, regularized = MODELS[args.model]
     opt = Optimizer(args)
     step, seed, t = read_checkpoint(args.checkpoint)
+    t, mirrors = split_mirrors(t)
     # Each replica's dropout: its run seed (docs/Ops.md, Dropout).
     dropouts = [Dropout(seed if r == 0 else seed ^ fnv1a("mdrt.replica.%d" % r),
                         args.dropout_rate) for r in range(args.replicas)]
@@ -636,6 +656,7 @@ def main():
         out = dict(v)
         for k, ss in slots.items():
             out.update({k + "/" + n: x for n, x in zip(opt.slots, ss)})
+        out.update({m: out[base] for m, base in mirrors.items()})
         write_checkpoint(args.final, step, out)
 
 
