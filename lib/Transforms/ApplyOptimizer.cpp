@@ -179,10 +179,14 @@ static void warnUnusedOptimizerFields(const Graph &G, PassContext &Ctx,
   UnusedByDecay("end_learning_rate",
                 O.EndLearningRate != Default.EndLearningRate);
   UnusedByDecay("power", O.Power != Default.Power);
-  if (O.DecaySteps == 0 && O.DecayRate != Default.DecayRate)
-    Ctx.Diags.warning(Where("decay_rate"),
-                      "decay_rate has no effect without decay_steps: the "
-                      "learning rate stays constant");
+  for (auto [Field, Differs] :
+       {std::pair<StringRef, bool>{"decay_rate",
+                                   O.DecayRate != Default.DecayRate},
+        {"staircase", O.Staircase != Default.Staircase}})
+    if (O.DecaySteps == 0 && Differs)
+      Ctx.Diags.warning(Where(Field), Field +
+                                          " has no effect without decay_steps: "
+                                          "the learning rate stays constant");
   if (O.DecaySteps > 0 && O.DecayRate == 1)
     Ctx.Diags.warning(Where("decay_steps"),
                       "decay_steps has no effect with decay_rate 1 (its "
@@ -287,12 +291,12 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
   // their slots drop: their slots share one dictionary per initializer.
   AttrDictUniquer SlotUniquer;
   for (auto &[Var, Grad] : S.SummedGradients) {
-    // Adagrad's initial accumulator must hold in the variable's type: 0
+    // Adagrad's initial accumulator must be a normal number of the
+    // variable's type: 0 (or a denormal, which the updates flush to zero)
     // would divide by zero, infinity freeze the variable.
-    float Initial = float(O.InitialAccumulator);
     if (O.K == OptimizerSettings::Kind::Adagrad &&
         Var->getOutputType(0).Elt == DType::Float32 &&
-        (!std::isfinite(Initial) || Initial == 0))
+        !std::isnormal(float(O.InitialAccumulator)))
       return makeError(optimizerFieldLoc(G, C, "initial_accumulator_value"),
                        "initial_accumulator_value " +
                            formatNumber(O.InitialAccumulator) +

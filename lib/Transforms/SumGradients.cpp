@@ -275,12 +275,12 @@ static Error clipGradients(Graph &G, DeployState &S, PassContext &Ctx,
   if (O.ClipNorm > 0 && O.ClipGlobalNorm > 0)
     return makeError(optimizerFieldLoc(G, C, "clip_global_norm"),
                      "give clip_gradient_norm or clip_global_norm, not both");
-  // A value the gradients' type cannot hold would clip them to NaN or 0.
+  // A value that is not a normal number of the gradients' type would clip
+  // them to NaN or 0 (or lose its precision).
   StringRef Field = O.ClipNorm > 0 ? "clip_gradient_norm" : "clip_global_norm";
   double Clip = O.ClipNorm > 0 ? O.ClipNorm : O.ClipGlobalNorm;
   for (auto &[Var, Grad] : S.SummedGradients)
-    if (Grad.type().Elt == DType::Float32 &&
-        (!std::isfinite(float(Clip)) || float(Clip) == 0))
+    if (Grad.type().Elt == DType::Float32 && !std::isnormal(float(Clip)))
       return makeError(optimizerFieldLoc(G, C, Field),
                        Field + " " + formatNumber(Clip) +
                            " is outside float32's range (the gradient of "

@@ -23,6 +23,8 @@
 #include "KernelChecks.h"
 
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 namespace mdrt {
 
@@ -44,6 +46,27 @@ struct LearningRate {
       return Status::error("unknown decay_type '" + Type +
                            "' (use exponential or polynomial)");
     Polynomial = Type == "polynomial";
+    // mdplan's checks of the optimizer's fields, for a plan made otherwise:
+    // each written so that NaN fails it.
+    struct {
+      const char *Name;
+      double Value;
+      bool Ok;
+      const char *Rule;
+    } Checks[] = {
+        {"learning_rate", Rate, Rate >= 0, "not negative"},
+        {"decay_steps", double(DecaySteps), DecaySteps >= 0, "not negative"},
+        {"decay_rate", DecayRate, DecayRate > 0, "positive"},
+        {"end_learning_rate", End, End >= 0, "not negative"},
+        {"power", Power, Power > 0, "positive"},
+    };
+    for (const auto &C : Checks)
+      if (!C.Ok || !std::isfinite(C.Value)) {
+        char Got[32];
+        snprintf(Got, sizeof(Got), "%g", C.Value);
+        return Status::error(std::string(C.Name) + " must be " + C.Rule +
+                             " and finite, got " + Got);
+      }
     return Status::ok();
   }
 

@@ -63,6 +63,13 @@ std::string fixed(double V, int Digits) {
   return Buf;
 }
 
+/// Every digit of \p V (%.17g), for fingerprints.
+std::string exactDouble(double V) {
+  char Buf[32];
+  snprintf(Buf, sizeof(Buf), "%.17g", V);
+  return Buf;
+}
+
 /// \p S as a JSON string: quoted, with quotes, backslashes and control
 /// characters escaped (summary tags and output names may hold any).
 std::string jsonString(const std::string &S) {
@@ -946,8 +953,9 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
               for (const fb::Attr *A : *K->attrs()) {
                 if (A->s() && A->s()->str().find("/job:") != std::string::npos)
                   continue;
+                // Every digit of a float (an epsilon of 1e-8 against 1e-7).
                 Sig += " " + A->name()->str() + "=" + std::to_string(A->i()) +
-                       "," + std::to_string(A->f());
+                       "," + exactDouble(A->f());
                 if (A->s())
                   Sig += "," + A->s()->str();
                 if (A->ints())
@@ -955,7 +963,7 @@ Status Trainer::Impl::checkAgreement(int64_t Total) {
                     Sig += "," + std::to_string(V);
                 if (A->floats())
                   for (double V : *A->floats())
-                    Sig += "," + std::to_string(V);
+                    Sig += "," + exactDouble(V);
               }
             Mix(Sig);
           }

@@ -178,23 +178,29 @@ inline int64_t readStep(const ExecContext &C, unsigned Index) {
   return *static_cast<const int64_t *>(C.In[Index]);
 }
 
-/// var -= lr_t g.
-template <typename T> class GradientDescentKernel : public Kernel {
-public:
-  Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(checkApply(I, 2));
+/// What the Apply kernels share: the checks of their inputs, the element
+/// count, the learning rate and the loop over the elements.
+class ApplyKernel : public Kernel {
+protected:
+  /// checkApply's checks of \p NumTensors tensors and the step; reads the
+  /// learning rate's attributes.
+  Status initApply(const KernelInfo &I, unsigned NumTensors) {
+    MDRT_RETURN_IF_ERROR(checkApply(I, NumTensors));
     N = I.Inputs[0].numElements();
-    MDRT_RETURN_IF_ERROR(LR.init(I));
     Threads = I.NumThreads;
-    return Status::ok();
+    StepInput = NumTensors;
+    return LR.init(I);
   }
-  void run(const ExecContext &C) override {
-    T *Var = static_cast<T *>(C.In[0]);
-    const T *G = static_cast<const T *>(C.In[1]);
-    const T Lr = T(LR.at(readStep(C, 2)));
+  /// The learning rate at this step (the global step before its increment).
+  double rate(const ExecContext &C) const {
+    return LR.at(readStep(C, StepInput));
+  }
+  /// Loop(Begin, End) over ranges of the elements on the kernel's threads,
+  /// denormals flushed.
+  template <typename F> void forRanges(F Loop) const {
     parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {
       FlushDenormalsScope Flush;
-      gradientDescentLoop(Var + B, G + B, Lr, E - B);
+      Loop(B, E);
     });
   }
 
@@ -202,53 +208,56 @@ private:
   int64_t N = 0;
   LearningRate LR;
   int Threads = 1;
+  unsigned StepInput = 0;
+};
+
+/// var -= lr_t g.
+template <typename T> class GradientDescentKernel : public ApplyKernel {
+public:
+  Status init(const KernelInfo &I) { return initApply(I, 2); }
+  void run(const ExecContext &C) override {
+    T *Var = static_cast<T *>(C.In[0]);
+    const T *G = static_cast<const T *>(C.In[1]);
+    const T Lr = T(rate(C));
+    forRanges([=](int64_t B, int64_t E) {
+      gradientDescentLoop(Var + B, G + B, Lr, E - B);
+    });
+  }
 };
 
 /// a = m a + g; var -= lr_t a (Nesterov: var -= lr_t (g + m a)).
-template <typename T> class MomentumKernel : public Kernel {
+template <typename T> class MomentumKernel : public ApplyKernel {
 public:
   Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(checkApply(I, 3));
-    N = I.Inputs[0].numElements();
-    MDRT_RETURN_IF_ERROR(LR.init(I));
     Momentum = T(I.Attrs.getFloat("momentum", 0.9));
     Nesterov = I.Attrs.getBool("nesterov", false);
-    Threads = I.NumThreads;
-    return Status::ok();
+    return initApply(I, 3);
   }
   void run(const ExecContext &C) override {
     T *Var = static_cast<T *>(C.In[0]);
     T *Acc = static_cast<T *>(C.In[1]);
     const T *G = static_cast<const T *>(C.In[2]);
-    const T Lr = T(LR.at(readStep(C, 3))), Mo = Momentum;
+    const T Lr = T(rate(C)), Mo = Momentum;
     const bool Nest = Nesterov;
-    parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {
-      FlushDenormalsScope Flush;
+    forRanges([=](int64_t B, int64_t E) {
       momentumLoop(Var + B, Acc + B, G + B, Lr, Mo, Nest, E - B);
     });
   }
 
 private:
-  int64_t N = 0;
-  LearningRate LR;
   T Momentum = 0;
   bool Nesterov = false;
-  int Threads = 1;
 };
 
 /// t = step + 1; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 /// var -= lr_t sqrt(1-b2^t) / (1-b1^t) m / (sqrt(v) + eps).
-template <typename T> class AdamKernel : public Kernel {
+template <typename T> class AdamKernel : public ApplyKernel {
 public:
   Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(checkApply(I, 4));
-    N = I.Inputs[0].numElements();
-    MDRT_RETURN_IF_ERROR(LR.init(I));
     Beta1 = I.Attrs.getFloat("beta1", 0.9);
     Beta2 = I.Attrs.getFloat("beta2", 0.999);
     Eps = T(I.Attrs.getFloat("epsilon", 1e-8));
-    Threads = I.NumThreads;
-    return Status::ok();
+    return initApply(I, 4);
   }
   void run(const ExecContext &C) override {
     T *Var = static_cast<T *>(C.In[0]);
@@ -256,88 +265,62 @@ public:
     T *Vv = static_cast<T *>(C.In[2]);
     const T *G = static_cast<const T *>(C.In[3]);
     int64_t Step = readStep(C, 4);
-    const T Alpha =
-        T(LR.at(Step) * std::sqrt(1.0 - integerPower(Beta2, Step + 1)) /
-          (1.0 - integerPower(Beta1, Step + 1)));
+    const T Alpha = T(rate(C) * std::sqrt(1.0 - integerPower(Beta2, Step + 1)) /
+                      (1.0 - integerPower(Beta1, Step + 1)));
     const AdamConsts<T> A = {T(Beta1),       T(1.0 - Beta1), T(Beta2),
                              T(1.0 - Beta2), Alpha,          Eps};
-    parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {
-      FlushDenormalsScope Flush;
+    forRanges([=](int64_t B, int64_t E) {
       adamLoop(Var + B, Mv + B, Vv + B, G + B, A, E - B);
     });
   }
 
 private:
-  int64_t N = 0;
-  LearningRate LR;
   double Beta1 = 0.9, Beta2 = 0.999;
   T Eps = 0;
-  int Threads = 1;
 };
 
 /// ms += (g^2 - ms) (1 - rho); mom = momentum mom + lr_t g / sqrt(ms + eps);
 /// var -= mom (TF's ApplyRMSProp, not centered).
-template <typename T> class RMSPropKernel : public Kernel {
+template <typename T> class RMSPropKernel : public ApplyKernel {
 public:
   Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(checkApply(I, 4));
-    N = I.Inputs[0].numElements();
-    MDRT_RETURN_IF_ERROR(LR.init(I));
     // In T, as TF computes it (its rho is a tensor of the variable's type):
     // in float32, 1 - rho then differs from the double's rounding by ulps.
     OneMinusRho = T(1) - T(I.Attrs.getFloat("rho", 0.9));
     Momentum = T(I.Attrs.getFloat("momentum", 0.0));
     Eps = T(I.Attrs.getFloat("epsilon", 1e-10));
-    Threads = I.NumThreads;
-    return Status::ok();
+    return initApply(I, 4);
   }
   void run(const ExecContext &C) override {
     T *Var = static_cast<T *>(C.In[0]);
     T *Ms = static_cast<T *>(C.In[1]);
     T *Mom = static_cast<T *>(C.In[2]);
     const T *G = static_cast<const T *>(C.In[3]);
-    const RMSPropConsts<T> A = {T(LR.at(readStep(C, 4))), OneMinusRho, Momentum,
-                                Eps};
-    parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {
-      FlushDenormalsScope Flush;
+    const RMSPropConsts<T> A = {T(rate(C)), OneMinusRho, Momentum, Eps};
+    forRanges([=](int64_t B, int64_t E) {
       rmspropLoop(Var + B, Ms + B, Mom + B, G + B, A, E - B);
     });
   }
 
 private:
-  int64_t N = 0;
-  LearningRate LR;
   T OneMinusRho = 0, Momentum = 0, Eps = 0;
-  int Threads = 1;
 };
 
 /// acc += g^2; var -= lr_t g / sqrt(acc) (TF's ApplyAdagrad with
 /// update_slots, no epsilon: a zero accumulator and gradient give NaN, as
 /// TF's do).
-template <typename T> class AdagradKernel : public Kernel {
+template <typename T> class AdagradKernel : public ApplyKernel {
 public:
-  Status init(const KernelInfo &I) {
-    MDRT_RETURN_IF_ERROR(checkApply(I, 3));
-    N = I.Inputs[0].numElements();
-    MDRT_RETURN_IF_ERROR(LR.init(I));
-    Threads = I.NumThreads;
-    return Status::ok();
-  }
+  Status init(const KernelInfo &I) { return initApply(I, 3); }
   void run(const ExecContext &C) override {
     T *Var = static_cast<T *>(C.In[0]);
     T *Acc = static_cast<T *>(C.In[1]);
     const T *G = static_cast<const T *>(C.In[2]);
-    const T Lr = T(LR.at(readStep(C, 3)));
-    parallelFor(N, GrainUpdate, Threads, [=](int64_t B, int64_t E) {
-      FlushDenormalsScope Flush;
+    const T Lr = T(rate(C));
+    forRanges([=](int64_t B, int64_t E) {
       adagradLoop(Var + B, Acc + B, G + B, Lr, E - B);
     });
   }
-
-private:
-  int64_t N = 0;
-  LearningRate LR;
-  int Threads = 1;
 };
 
 KernelOr createMovingAverage(const KernelInfo &I) {
