@@ -350,6 +350,8 @@ OptimizerSettings DeploymentConfig::resolveOptimizer(
     O.DecayType = D.DecayType;
   if (Set("staircase"))
     O.Staircase = D.Staircase;
+  if (Set("centered"))
+    O.Centered = D.Centered;
   if (Set("end_learning_rate"))
     O.EndLearningRate = D.EndLearningRate;
   if (Set("power"))

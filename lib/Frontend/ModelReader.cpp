@@ -1167,6 +1167,8 @@ static OptimizerSettings convertOptimizer(const desc::Optimizer &O,
     S.DecayType = OptimizerSettings::Decay(O.decay_type());
   if (O.has_staircase())
     S.Staircase = O.staircase();
+  if (O.has_centered())
+    S.Centered = O.centered();
   if (O.has_end_learning_rate())
     S.EndLearningRate = O.end_learning_rate();
   if (O.has_power())
@@ -1303,6 +1305,7 @@ Error ModelBuilder::build(const desc::Model &M, const Locator &L) {
       for (auto [F, Has] :
            {std::pair<StringRef, bool>{"nesterov", PO.has_nesterov()},
             {"staircase", PO.has_staircase()},
+            {"centered", PO.has_centered()},
             {"decay_type", PO.has_decay_type()}})
         if (Has)
           G.setOptimizerLoc(F, OL.at(PO, F));
@@ -1550,6 +1553,8 @@ Error mdplan::readDeploymentBuffer(StringRef Contents, StringRef Name,
       SetField("nesterov");
     if (O.has_staircase())
       SetField("staircase");
+    if (O.has_centered())
+      SetField("centered");
     if (O.has_decay_type())
       SetField("decay_type");
     forEachSetField(O, SetField);

@@ -352,6 +352,7 @@ void Writer::write() {
       if (O->Epsilon)
         F("epsilon", *O->Epsilon);
       F("rho", O->Rho);
+      OS << "    centered: " << (O->Centered ? "true" : "false") << '\n';
       F("initial_accumulator_value", O->InitialAccumulator);
       F("clip_gradient_norm", O->ClipNorm);
       F("clip_global_norm", O->ClipGlobalNorm);

@@ -1429,6 +1429,11 @@ void registerAllOps(std::vector<OpDef> &Ops) {
       .attr("rho", K::Float, Attr(0.9))
       .attr("momentum", K::Float, Attr(0.0))
       .attr("epsilon", K::Float, Attr(1e-10));
+  Apply(OpKind::ApplyCenteredRMSProp,
+        {"variable", "ms", "mg", "mom", "gradient", "step"})
+      .attr("rho", K::Float, Attr(0.9))
+      .attr("momentum", K::Float, Attr(0.0))
+      .attr("epsilon", K::Float, Attr(1e-10));
   Apply(OpKind::ApplyAdagrad, {"variable", "accumulator", "gradient", "step"});
 
   // Summaries.

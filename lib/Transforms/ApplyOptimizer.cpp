@@ -154,8 +154,10 @@ static void warnUnusedOptimizerFields(const Graph &G, PassContext &Ctx,
   }
   if (O.K != K::Adam && O.K != K::RMSProp)
     Unused("epsilon", O.Epsilon.has_value(), "adam and rmsprop");
-  if (O.K != K::RMSProp)
+  if (O.K != K::RMSProp) {
     Unused("rho", O.Rho != Default.Rho, "rmsprop");
+    Unused("centered", O.Centered != Default.Centered, "rmsprop");
+  }
   if (O.K != K::Adagrad)
     Unused("initial_accumulator_value",
            O.InitialAccumulator != Default.InitialAccumulator, "adagrad");
@@ -276,6 +278,13 @@ Error ApplyOptimizerPass::run(Graph &G, PassContext &Ctx) {
     // at zero.
     K = OpKind::ApplyRMSProp;
     Slots = {{"RMSProp", "ones"}, {"RMSProp_1", "zeros"}};
+    if (O.Centered) {
+      // TF's slots in the order it makes them: the mean square, the mean
+      // gradient, the momentum.
+      K = OpKind::ApplyCenteredRMSProp;
+      Slots = {
+          {"RMSProp", "ones"}, {"RMSProp_1", "zeros"}, {"RMSProp_2", "zeros"}};
+    }
     UpdateAttrs.set("rho", O.Rho);
     UpdateAttrs.set("momentum", O.momentum());
     UpdateAttrs.set("epsilon", O.epsilon());

@@ -119,6 +119,9 @@ SmallVector<unsigned, 3> mdplan::writtenInputs(const Node &N) {
     R.push_back(1);
     R.push_back(2);
     break;
+  case OpKind::ApplyCenteredRMSProp:
+    R.append({1, 2, 3});
+    break;
   default:
     break;
   }

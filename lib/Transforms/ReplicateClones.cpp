@@ -123,7 +123,8 @@ Error ReplicateClonesPass::run(Graph &G, PassContext &Ctx) {
     OpKind K = N->getOp().Kind;
     if (K == OpKind::BatchSlice || K == OpKind::ApplyGradientDescent ||
         K == OpKind::ApplyMomentum || K == OpKind::ApplyAdam ||
-        K == OpKind::ApplyRMSProp || K == OpKind::ApplyAdagrad)
+        K == OpKind::ApplyRMSProp || K == OpKind::ApplyCenteredRMSProp ||
+        K == OpKind::ApplyAdagrad)
       return makeError(N->getLoc(),
                        "node '" + N->getName() + "' has op " + N->getOp().Name +
                            ", which mdplan's passes make: the graph has been "

@@ -331,6 +331,10 @@ static NumberOpt<double> Epsilon(
 static NumberOpt<double>
     Rho("rho", cl::cat(OptCat),
         cl::desc("RMSProp decay of the mean square (default 0.9)"));
+static cl::opt<bool>
+    Centered("centered", cl::cat(OptCat),
+             cl::desc("RMSProp: normalize by the gradients' variance "
+                      "(TF's centered=True)"));
 static NumberOpt<double> InitialAccumulator(
     "initial-accumulator-value", cl::cat(OptCat),
     cl::desc("Adagrad accumulators' initial value (default 0.1)"));
@@ -428,6 +432,8 @@ static Error buildConfig(DeploymentConfig &C, SourceMgr &SM) {
   Opt(Beta2, "beta2", [](OptimizerSettings &O) { O.Beta2 = Beta2; });
   Opt(Epsilon, "epsilon", [](OptimizerSettings &O) { O.Epsilon = Epsilon; });
   Opt(Rho, "rho", [](OptimizerSettings &O) { O.Rho = Rho; });
+  Opt(Centered, "centered",
+      [](OptimizerSettings &O) { O.Centered = Centered; });
   Opt(ClipNorm, "clip_gradient_norm",
       [](OptimizerSettings &O) { O.ClipNorm = ClipNorm; });
   Opt(ClipGlobalNorm, "clip_global_norm",

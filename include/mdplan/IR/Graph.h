@@ -308,6 +308,9 @@ struct OptimizerSettings {
   std::optional<double> Epsilon;
   /// RMSProp's decay of the mean square (TF's `decay`, Keras's `rho`).
   double Rho = 0.9;
+  /// Centered RMSProp: divide by the gradients' estimated variance (the
+  /// mean square less the squared mean) instead of their mean square.
+  bool Centered = false;
   /// Adagrad's accumulators start at this value (TF's
   /// initial_accumulator_value).
   double InitialAccumulator = 0.1;

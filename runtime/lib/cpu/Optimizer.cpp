@@ -5,12 +5,13 @@
 //===----------------------------------------------------------------------===//
 //
 // AssignMovingAverage, AssignAdd, ApplyGradientDescent, ApplyMomentum,
-// ApplyAdam, ApplyRMSProp and ApplyAdagrad. They write their variable (and
-// slot) inputs in place and have no outputs. The Apply ops read the global
-// step (before this step's increment) from their last input, an int64
-// scalar. Per-step scalars (decayed learning rate, Adam's bias correction)
-// are computed in double and rounded once to the variable's type. Updates
-// flush denormals to zero (see FlushDenormalsScope).
+// ApplyAdam, ApplyRMSProp, ApplyCenteredRMSProp and ApplyAdagrad. They
+// write their variable (and slot) inputs in place and have no outputs. The
+// Apply ops read the global step (before this step's increment) from their
+// last input, an int64 scalar. Per-step scalars (decayed learning rate,
+// Adam's bias correction) are computed in double and rounded once to the
+// variable's type. Updates flush denormals to zero (see
+// FlushDenormalsScope).
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +92,24 @@ MDRT_CPU_CLONES void rmspropLoop(T *__restrict Var, T *__restrict Ms,
     const T NS = S + (GK * GK - S) * A.C;
     const T NM = A.Mo * Mom[K] + A.Lr * GK / std::sqrt(NS + A.Eps);
     Ms[K] = NS;
+    Mom[K] = NM;
+    Var[K] -= NM;
+  }
+}
+
+template <typename T>
+MDRT_CPU_CLONES void centeredRmspropLoop(T *__restrict Var, T *__restrict Ms,
+                                         T *__restrict Mg, T *__restrict Mom,
+                                         const T *__restrict G,
+                                         RMSPropConsts<T> A, int64_t N) {
+  for (int64_t K = 0; K < N; ++K) {
+    const T GK = G[K], S = Ms[K], Mean = Mg[K];
+    const T NS = S + (GK * GK - S) * A.C;
+    const T NG = Mean + (GK - Mean) * A.C;
+    const T Den = (NS - NG * NG) + A.Eps;
+    const T NM = A.Mo * Mom[K] + A.Lr * GK / std::sqrt(Den);
+    Ms[K] = NS;
+    Mg[K] = NG;
     Mom[K] = NM;
     Var[K] -= NM;
   }
@@ -306,6 +325,37 @@ private:
   T OneMinusRho = 0, Momentum = 0, Eps = 0;
 };
 
+/// ms += (g^2 - ms) (1 - rho); mg += (g - mg) (1 - rho);
+/// mom = momentum mom + lr_t g / sqrt((ms - mg^2) + eps); var -= mom (TF's
+/// ApplyCenteredRMSProp, in its order of operations; inputs var, ms, mg,
+/// mom, gradient, step). The same attributes and defaults as ApplyRMSProp.
+/// Nothing keeps (ms - mg^2) + eps positive: where it is negative mom and
+/// var become NaN, as TF's do.
+template <typename T> class CenteredRMSPropKernel : public ApplyKernel {
+public:
+  Status init(const KernelInfo &I) {
+    // 1 - rho in T, as RMSPropKernel computes it.
+    OneMinusRho = T(1) - T(I.Attrs.getFloat("rho", 0.9));
+    Momentum = T(I.Attrs.getFloat("momentum", 0.0));
+    Eps = T(I.Attrs.getFloat("epsilon", 1e-10));
+    return initApply(I, 5);
+  }
+  void run(const ExecContext &C) override {
+    T *Var = static_cast<T *>(C.In[0]);
+    T *Ms = static_cast<T *>(C.In[1]);
+    T *Mg = static_cast<T *>(C.In[2]);
+    T *Mom = static_cast<T *>(C.In[3]);
+    const T *G = static_cast<const T *>(C.In[4]);
+    const RMSPropConsts<T> A = {T(rate(C)), OneMinusRho, Momentum, Eps};
+    forRanges([=](int64_t B, int64_t E) {
+      centeredRmspropLoop(Var + B, Ms + B, Mg + B, Mom + B, G + B, A, E - B);
+    });
+  }
+
+private:
+  T OneMinusRho = 0, Momentum = 0, Eps = 0;
+};
+
 /// acc += g^2; var -= lr_t g / sqrt(acc) (TF's ApplyAdagrad with
 /// update_slots, no epsilon: a zero accumulator and gradient give NaN, as
 /// TF's do).
@@ -352,5 +402,7 @@ void cpu::registerOptimizerKernels(KernelRegistry &R) {
   R.add(DeviceKind::CPU, "ApplyMomentum", createApply<MomentumKernel>);
   R.add(DeviceKind::CPU, "ApplyAdam", createApply<AdamKernel>);
   R.add(DeviceKind::CPU, "ApplyRMSProp", createApply<RMSPropKernel>);
+  R.add(DeviceKind::CPU, "ApplyCenteredRMSProp",
+        createApply<CenteredRMSPropKernel>);
   R.add(DeviceKind::CPU, "ApplyAdagrad", createApply<AdagradKernel>);
 }

@@ -963,11 +963,21 @@ enum class Update {
   Momentum,
   Adam,
   RMSProp,
+  CenteredRMSProp,
   Adagrad
 };
 
+/// How many slots an update has between its variable and its gradient.
+constexpr unsigned slotsOf(Update U) {
+  return U == Update::CenteredRMSProp                    ? 3
+         : U == Update::Adam || U == Update::RMSProp     ? 2
+         : U == Update::Momentum || U == Update::Adagrad ? 1
+                                                         : 0;
+}
+
 /// The attributes, with the defaults of Momentum and Adam (createUpdate
-/// reads RMSProp's momentum and epsilon with its own defaults, 0 and 1e-10).
+/// reads the RMSProps' momentum and epsilon with their own defaults, 0 and
+/// 1e-10).
 struct UpdateParams {
   LearningRate LR;
   double Decay = 0.999, Momentum = 0.9, Beta1 = 0.9, Beta2 = 0.999, Eps = 1e-8,
@@ -982,7 +992,7 @@ struct UpdateParams {
 template <typename T, Update U>
 __global__ void updateKernel(UpdateParams P, T *__restrict__ Var,
                              T *__restrict__ S1, T *__restrict__ S2,
-                             const T *__restrict__ G,
+                             T *__restrict__ S3, const T *__restrict__ G,
                              const int64_t *__restrict__ StepPtr, int64_t N) {
   // Per-step scalars in double, rounded once to T (as on the CPU).
   __shared__ T Sc[2];
@@ -1025,6 +1035,14 @@ __global__ void updateKernel(UpdateParams P, T *__restrict__ Var,
       S1[K] = Ms;
       S2[K] = Mom;
       Var[K] = V;
+    } else if constexpr (U == Update::CenteredRMSProp) {
+      const RMSPropScalars<T> S = {T(1) - T(P.Rho), T(P.Momentum), T(P.Eps), A};
+      T V = Var[K], Ms = S1[K], Mg = S2[K], Mom = S3[K];
+      centeredRmspropUpdate(V, Ms, Mg, Mom, G[K], S);
+      S1[K] = Ms;
+      S2[K] = Mg;
+      S3[K] = Mom;
+      Var[K] = V;
     } else if constexpr (U == Update::Adagrad) {
       T V = Var[K], Acc = S1[K];
       adagradUpdate(V, Acc, G[K], A);
@@ -1040,19 +1058,17 @@ public:
   void run(const ExecContext &C) override {
     if (!N)
       return;
-    constexpr unsigned Slots = U == Update::Adam || U == Update::RMSProp ? 2
-                               : U == Update::Momentum || U == Update::Adagrad
-                                   ? 1
-                                   : 0;
+    constexpr unsigned Slots = slotsOf(U);
     T *Var = static_cast<T *>(C.In[0]);
     T *S1 = Slots > 0 ? static_cast<T *>(C.In[1]) : nullptr;
     T *S2 = Slots > 1 ? static_cast<T *>(C.In[2]) : nullptr;
+    T *S3 = Slots > 2 ? static_cast<T *>(C.In[3]) : nullptr;
     const T *G = static_cast<const T *>(C.In[1 + Slots]);
     const int64_t *Step = U == Update::MovingAverage
                               ? nullptr
                               : static_cast<const int64_t *>(C.In[2 + Slots]);
     updateKernel<T, U><<<residentGridFor(*Ctx, N), 256, 0, Ctx->Stream>>>(
-        P, Var, S1, S2, G, Step, N);
+        P, Var, S1, S2, S3, G, Step, N);
     Ctx->checkLaunch("a state update");
   }
 
@@ -1088,12 +1104,9 @@ template <Update U> KernelOr createUpdate(const KernelInfo &I) {
         cpu::checkElements(I, I.Inputs[1], I.Inputs[0].numElements(), "input"));
     P.Decay = I.Attrs.getFloat("decay", 0.999);
   } else {
-    unsigned NumTensors = U == Update::Adam || U == Update::RMSProp       ? 4
-                          : U == Update::Momentum || U == Update::Adagrad ? 3
-                                                                          : 2;
-    MDRT_RETURN_IF_ERROR(checkApply(I, NumTensors));
+    MDRT_RETURN_IF_ERROR(checkApply(I, slotsOf(U) + 2));
     MDRT_RETURN_IF_ERROR(P.LR.init(I));
-    if (U == Update::RMSProp) {
+    if (U == Update::RMSProp || U == Update::CenteredRMSProp) {
       P.Rho = I.Attrs.getFloat("rho", 0.9);
       P.Momentum = I.Attrs.getFloat("momentum", 0.0);
       P.Eps = I.Attrs.getFloat("epsilon", 1e-10);
@@ -1201,5 +1214,6 @@ void cuda::registerElementwiseKernels(KernelRegistry &R) {
   R.add(GPU, "ApplyMomentum", createUpdate<Update::Momentum>);
   R.add(GPU, "ApplyAdam", createUpdate<Update::Adam>);
   R.add(GPU, "ApplyRMSProp", createUpdate<Update::RMSProp>);
+  R.add(GPU, "ApplyCenteredRMSProp", createUpdate<Update::CenteredRMSProp>);
   R.add(GPU, "ApplyAdagrad", createUpdate<Update::Adagrad>);
 }

@@ -152,6 +152,27 @@ MDRT_HOST_DEVICE inline void rmspropUpdate(T &Var, T &Ms, T &Mom, T G,
   Var = M::sub(M::in(Var), NM);
 }
 
+/// ms += (g^2 - ms) (1 - rho); mg += (g - mg) (1 - rho);
+/// mom = mo mom + lr g / sqrt((ms - mg^2) + eps); var -= mom (TF's
+/// ApplyCenteredRMSProp, in its order of operations; the scalars as
+/// rmspropUpdate's).
+template <typename T>
+MDRT_HOST_DEVICE inline void centeredRmspropUpdate(T &Var, T &Ms, T &Mg, T &Mom,
+                                                   T G,
+                                                   const RMSPropScalars<T> &S) {
+  using M = FtzMath<T>;
+  const T GK = M::in(G), Sq = M::in(Ms), Mean = M::in(Mg), C = M::in(S.C);
+  const T NS = M::add(Sq, M::mul(M::sub(M::mul(GK, GK), Sq), C));
+  const T NG = M::add(Mean, M::mul(M::sub(GK, Mean), C));
+  const T Den = M::sqrt(M::add(M::sub(NS, M::mul(NG, NG)), M::in(S.Eps)));
+  const T NM = M::add(M::mul(M::in(S.Mo), M::in(Mom)),
+                      M::div(M::mul(M::in(S.Lr), GK), Den));
+  Ms = NS;
+  Mg = NG;
+  Mom = NM;
+  Var = M::sub(M::in(Var), NM);
+}
+
 /// acc += g^2; var -= lr g / sqrt(acc) (TF's ApplyAdagrad, no epsilon).
 template <typename T>
 MDRT_HOST_DEVICE inline void adagradUpdate(T &Var, T &Acc, T G, T Lr) {

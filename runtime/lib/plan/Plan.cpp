@@ -81,6 +81,7 @@ const std::map<std::string, Signature, std::less<>> &signatures() {
       {"ApplyMomentum", {4, 4, 0, 0}},
       {"ApplyAdam", {5, 5, 0, 0}},
       {"ApplyRMSProp", {5, 5, 0, 0}},
+      {"ApplyCenteredRMSProp", {6, 6, 0, 0}},
       {"ApplyAdagrad", {4, 4, 0, 0}},
       {"Send", {1, 1, 0, 0}},
       {"Recv", {0, 0, 1, 1}},

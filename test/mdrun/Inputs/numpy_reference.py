@@ -11,7 +11,7 @@ steps on the same batches, printing each step's loss as
       [--decay-steps=S --decay-rate=R [--smooth-decay]]
       [--decay-steps=S --polynomial-decay --end-learning-rate=E --power=P]
       [--momentum=M] [--nesterov]
-      [--rho=RHO] [--epsilon=EPS] [--initial-accumulator-value=V]
+      [--rho=RHO] [--centered] [--epsilon=EPS] [--initial-accumulator-value=V]
       [--clip-gradient-norm=C | --clip-global-norm=C]
       [--l2=SCALE] [--dropout-rate=R] [--check-initial] [--evaluate]
       [--final=FILE]
@@ -379,7 +379,9 @@ class Optimizer:
     accum)); Adam (m and v, the bias correction in the step size, epsilon
     added to sqrt(v)); RMSProp without centering (a mean square ms that
     starts at one, ms += (g^2 - ms) * (1 - rho); a momentum slot, mom =
-    momentum * mom + lr * g / sqrt(ms + epsilon); var -= mom); Adagrad (an
+    momentum * mom + lr * g / sqrt(ms + epsilon); var -= mom; centered, a
+    mean gradient mg += (g - mg) * (1 - rho) between them, its slot after
+    ms's, and ms - mg^2 for ms under the root); Adagrad (an
     accumulator that starts at initial_accumulator_value, acc += g^2; var
     -= lr * g / sqrt(acc)). The learning
     rate decays in a staircase by the global step before the update.
@@ -398,6 +400,8 @@ class Optimizer:
         self.a = args
         self.slots = self.SLOTS[args.optimizer]
         rms = args.optimizer == "rmsprop"
+        if rms and args.centered:
+            self.slots = ["RMSProp", "RMSProp_1", "RMSProp_2"]
         if args.momentum is None:
             args.momentum = 0.0 if rms else 0.9
         if args.epsilon is None:
@@ -428,6 +432,12 @@ class Optimizer:
             if a.nesterov:
                 return var - lr * (g + a.momentum * slots[0])
             return var - lr * slots[0]
+        if a.optimizer == "rmsprop" and a.centered:
+            slots[0] = slots[0] + (g * g - slots[0]) * (1 - a.rho)
+            slots[1] = slots[1] + (g - slots[1]) * (1 - a.rho)
+            slots[2] = a.momentum * slots[2] + lr * g / np.sqrt(
+                slots[0] - slots[1] * slots[1] + a.epsilon)
+            return var - slots[2]
         if a.optimizer == "rmsprop":
             slots[0] = slots[0] + (g * g - slots[0]) * (1 - a.rho)
             slots[1] = a.momentum * slots[1] + lr * g / np.sqrt(
@@ -574,6 +584,7 @@ def main():
     ap.add_argument("--l2", type=float, default=0.0)
     ap.add_argument("--momentum", type=float, default=None)
     ap.add_argument("--rho", type=float, default=0.9)
+    ap.add_argument("--centered", action="store_true")
     ap.add_argument("--initial-accumulator-value", type=float, default=0.1)
     ap.add_argument("--clip-gradient-norm", type=float, default=0.0)
     ap.add_argument("--clip-global-norm", type=float, default=0.0)

@@ -368,6 +368,214 @@ TEST(CpuKernels, ApplyRMSPropRejectsBadInputs) {
                         "the step input must be an int64 scalar, got int64[2]");
 }
 
+/// TF's ApplyCenteredRMSProp in double, one step: ms += (g^2 - ms) (1 -
+/// rho); mg += (g - mg) (1 - rho); mom = momentum mom + lr g / sqrt((ms -
+/// mg^2) + eps); var -= mom.
+void centeredRmspropReference(std::vector<double> &Var, std::vector<double> &Ms,
+                              std::vector<double> &Mg, std::vector<double> &Mom,
+                              const std::vector<double> &G, double Lr,
+                              double Rho, double Momentum, double Eps) {
+  for (size_t K = 0; K < Var.size(); ++K) {
+    Ms[K] += (G[K] * G[K] - Ms[K]) * (1 - Rho);
+    Mg[K] += (G[K] - Mg[K]) * (1 - Rho);
+    Mom[K] = Momentum * Mom[K] +
+             Lr * G[K] / std::sqrt((Ms[K] - Mg[K] * Mg[K]) + Eps);
+    Var[K] -= Mom[K];
+  }
+}
+
+TEST(CpuKernels, ApplyCenteredRMSPropWithDecayAndMomentum) {
+  const std::vector<std::vector<double>> Grads = {
+      {0.5, -0.25, 2, 0}, {-1, 0.75, 1.5, 0.125}, {0.25, 0.5, -3, -0.5}};
+  for (DType T : FloatTypes) {
+    // lr_t = 0.01 * 0.5^floor(step / 2): 0.01, then 0.005 at steps 2 and 3.
+    // The mean squares start above the mean gradients' squares (and, as
+    // convex combinations, stay there), so ms - mg^2 does not cancel.
+    std::vector<double> Var = {1, -2, 0.5, 3}, Ms = {0.25, 1, 1, 0.5},
+                        Mg = {0.1, -0.2, 0, 0.3}, Mom = {0.1, -0.2, 0, 0.05};
+    OpRunner R("ApplyCenteredRMSProp");
+    R.attr("learning_rate", 0.01)
+        .attr("decay_steps", int64_t(2))
+        .attr("decay_rate", 0.5)
+        .attr("rho", 0.8)
+        .attr("momentum", 0.5)
+        .attr("epsilon", 1e-6)
+        .input(TT(T, {4}, Var))
+        .input(TT(T, {4}, Ms))
+        .input(TT(T, {4}, Mg))
+        .input(TT(T, {4}, Mom))
+        .input(TT(T, {4}, Grads[0]))
+        .input(step(1));
+    for (int64_t S = 1; S <= 3; ++S) {
+      R.setInput(4, TT(T, {4}, Grads[S - 1]));
+      R.setInput(5, step(S));
+      R.run();
+      centeredRmspropReference(Var, Ms, Mg, Mom, Grads[S - 1],
+                               S < 2 ? 0.01 : 0.005, 0.8, 0.5, 1e-6);
+      const std::string At = " step " + std::to_string(S);
+      expectValues(R.in(0), Var, T, "var" + At);
+      expectValues(R.in(1), Ms, T, "ms" + At);
+      expectValues(R.in(2), Mg, T, "mg" + At);
+      expectValues(R.in(3), Mom, T, "mom" + At);
+      if (S == 1) {
+        // By hand, element 2: ms = 1 + (4 - 1) 0.2 = 1.6; mg = 2 * 0.2 =
+        // 0.4; mom = 0.01 * 2 / sqrt(1.6 - 0.16 + 1e-6) (not centered:
+        // sqrt(1.6 + 1e-6)); var = 0.5 - mom.
+        const double Mom2 = 0.02 / std::sqrt(1.44 + 1e-6);
+        EXPECT_NEAR(R.in(1)[2], 1.6, 1e-6) << dtypeName(T);
+        EXPECT_NEAR(R.in(2)[2], 0.4, 1e-7) << dtypeName(T);
+        EXPECT_NEAR(R.in(3)[2], Mom2, 1e-8) << dtypeName(T);
+        EXPECT_NEAR(R.in(0)[2], 0.5 - Mom2, 1e-7) << dtypeName(T);
+      }
+    }
+    expectValues(R.in(4), Grads[2], T, "gradient untouched");
+  }
+}
+
+TEST(CpuKernels, ApplyCenteredRMSPropDefaults) {
+  // rho 0.9, momentum 0 (the old mom is dropped), epsilon 1e-10 (which
+  // matters beside ms - mg^2 = 9e-12), no decay.
+  const std::vector<std::vector<double>> Grads = {{1e-5, -0.5, 0, 2},
+                                                  {-2e-5, 0.25, 1, 2}};
+  for (DType T : FloatTypes) {
+    std::vector<double> Var = {1, 2, -1, 0}, Ms = {0, 0, 0, 0},
+                        Mg = {0, 0, 0, 0}, Mom = {0.5, -0.5, 1, 0};
+    OpRunner R("ApplyCenteredRMSProp");
+    R.attr("learning_rate", 0.1)
+        .input(TT(T, {4}, Var))
+        .input(TT(T, {4}, Ms))
+        .input(TT(T, {4}, Mg))
+        .input(TT(T, {4}, Mom))
+        .input(TT(T, {4}, Grads[0]))
+        .input(step(0));
+    for (int64_t S = 0; S < 2; ++S) {
+      R.setInput(4, TT(T, {4}, Grads[S]));
+      R.setInput(5, step(S));
+      R.run();
+      centeredRmspropReference(Var, Ms, Mg, Mom, Grads[S], 0.1, 0.9, 0.0,
+                               1e-10);
+      const std::string At = " step " + std::to_string(S);
+      expectValues(R.in(0), Var, T, "var" + At);
+      expectValues(R.in(1), Ms, T, "ms" + At);
+      expectValues(R.in(2), Mg, T, "mg" + At);
+      expectValues(R.in(3), Mom, T, "mom" + At);
+      if (S == 0) {
+        // By hand: ms = 0.1 g^2 = 1e-11, mg = 0.1 g = 1e-6; mom = 0.1 g /
+        // sqrt(1e-11 - 1e-12 + 1e-10); g = 2: ms 0.4, mg 0.2, mom = 0.2 /
+        // sqrt(0.36) = 1/3; a zero gradient leaves mom 0.
+        EXPECT_NEAR(R.in(1)[0], 1e-11, 1e-17) << dtypeName(T);
+        EXPECT_NEAR(R.in(2)[0], 1e-6, 1e-12) << dtypeName(T);
+        EXPECT_NEAR(R.in(3)[0], 1e-6 / std::sqrt(1.09e-10), 1e-7)
+            << dtypeName(T);
+        EXPECT_NEAR(R.in(3)[3], 1.0 / 3, 1e-7) << dtypeName(T);
+        EXPECT_EQ(R.in(3)[2], 0.0) << dtypeName(T);
+      }
+    }
+  }
+}
+
+TEST(CpuKernels, ApplyCenteredRMSPropNegativeVarianceGivesNaN) {
+  // Nothing keeps ms - mg^2 + eps positive (TF checks nothing either): ms
+  // 0.1 and mg 1 give NaN in mom and var; the slots are still written.
+  for (DType T : FloatTypes) {
+    OpRunner R("ApplyCenteredRMSProp");
+    R.attr("learning_rate", 0.5)
+        .input(TT(T, {2}, {1, 1}))
+        .input(TT(T, {2}, {0, 1}))
+        .input(TT(T, {2}, {1, 0}))
+        .input(TT(T, {2}, {0, 0}))
+        .input(TT(T, {2}, {1, 1}))
+        .input(step(0))
+        .run();
+    EXPECT_TRUE(std::isnan(R.in(0)[0])) << dtypeName(T);
+    EXPECT_TRUE(std::isnan(R.in(3)[0])) << dtypeName(T);
+    EXPECT_NEAR(R.in(1)[0], 0.1, 1e-7) << dtypeName(T);
+    EXPECT_EQ(R.in(2)[0], 1.0) << dtypeName(T);
+    // ms 1, mg 0.1: mom = 0.5 / sqrt(1 - 0.01 + 1e-10).
+    EXPECT_NEAR(R.in(3)[1], 0.5 / std::sqrt(0.99 + 1e-10), 1e-7)
+        << dtypeName(T);
+  }
+}
+
+TEST(CpuKernels, ApplyCenteredRMSPropOnLargeTensorsUsesThreads) {
+  Rng G;
+  // Above the size where updates split across threads: each thread's
+  // range of the variable, the three slots and the gradient. ms >= 0.25 >=
+  // mg^2.
+  const Shape S = {2200, 1000};
+  TT Var = G.tensor(DType::Float64, S),
+     Ms = G.tensor(DType::Float64, S, 0.25, 1),
+     Mg = G.tensor(DType::Float64, S, -0.5, 0.5),
+     Mom = G.tensor(DType::Float64, S), Grad = G.tensor(DType::Float64, S);
+  OpRunner R("ApplyCenteredRMSProp");
+  R.attr("learning_rate", 0.001)
+      .attr("momentum", 0.9)
+      .input(Var)
+      .input(Ms)
+      .input(Mg)
+      .input(Mom)
+      .input(Grad)
+      .input(step(0))
+      .threads(2)
+      .run();
+  std::vector<double> GotVar = R.in(0), GotMs = R.in(1), GotMg = R.in(2),
+                      GotMom = R.in(3);
+  for (size_t K = 0; K < GotVar.size(); K += 997) {
+    std::vector<double> V = {Var.V[K]}, M = {Ms.V[K]}, A = {Mg.V[K]},
+                        O = {Mom.V[K]};
+    centeredRmspropReference(V, M, A, O, {Grad.V[K]}, 0.001, 0.9, 0.9, 1e-10);
+    EXPECT_NEAR(GotVar[K], V[0], 1e-12) << K;
+    EXPECT_NEAR(GotMs[K], M[0], 1e-12) << K;
+    EXPECT_NEAR(GotMg[K], A[0], 1e-12) << K;
+    EXPECT_NEAR(GotMom[K], O[0], 1e-12) << K;
+  }
+}
+
+TEST(CpuKernels, ApplyCenteredRMSPropRejectsBadInputs) {
+  auto Make = [](DType Var, DType Ms, DType Mg, DType Mom, DType Grad,
+                 int64_t MgSize, bool WithStep) {
+    OpRunner R("ApplyCenteredRMSProp");
+    R.attr("learning_rate", 0.1)
+        .input(TT(Var, {2}, {1, 2}))
+        .input(TT(Ms, {2}, {1, 1}))
+        .input(TT(Mg, {MgSize}, std::vector<double>(MgSize, 0.0)))
+        .input(TT(Mom, {2}, {0, 0}))
+        .input(TT(Grad, {2}, {1, 2}));
+    if (WithStep)
+      R.input(step(0));
+    return R.create();
+  };
+  const DType F32 = DType::Float32, F64 = DType::Float64, I32 = DType::Int32;
+  EXPECT_EQ(Make(F32, F32, F32, F32, F32, 2, true), "");
+  EXPECT_EQ(Make(F32, F32, F32, F32, F32, 2, false),
+            "node 'test/ApplyCenteredRMSProp' (ApplyCenteredRMSProp): "
+            "ApplyCenteredRMSProp takes 6 inputs, got 5");
+  EXPECT_EQ(Make(F32, F32, F64, F32, F32, 2, true),
+            "node 'test/ApplyCenteredRMSProp' (ApplyCenteredRMSProp): "
+            "input 2 is float64[2], expected element type float32");
+  EXPECT_EQ(Make(F32, F32, F32, F64, F32, 2, true),
+            "node 'test/ApplyCenteredRMSProp' (ApplyCenteredRMSProp): "
+            "input 3 is float64[2], expected element type float32");
+  EXPECT_EQ(Make(F64, F64, F64, F64, F32, 2, true),
+            "node 'test/ApplyCenteredRMSProp' (ApplyCenteredRMSProp): "
+            "input 4 is float32[2], expected element type float64");
+  EXPECT_EQ(Make(F32, F32, F32, F32, F32, 3, true),
+            "node 'test/ApplyCenteredRMSProp' (ApplyCenteredRMSProp): "
+            "input float32[3] should have 2 elements");
+  EXPECT_EQ(Make(I32, I32, I32, I32, I32, 2, true),
+            "node 'test/ApplyCenteredRMSProp' (ApplyCenteredRMSProp): "
+            "no CPU kernel for ApplyCenteredRMSProp on element type int32");
+
+  OpRunner B("ApplyCenteredRMSProp");
+  B.attr("learning_rate", 0.1);
+  for (int K = 0; K < 5; ++K)
+    B.input(TT(DType::Float32, {2}, {1, 2}));
+  B.input(TT(DType::Int64, {2}, {0, 1}));
+  EXPECT_EQ(B.create(),
+            "node 'test/ApplyCenteredRMSProp' (ApplyCenteredRMSProp): "
+            "the step input must be an int64 scalar, got int64[2]");
+}
+
 /// TF's ApplyAdagrad in double, one step: acc += g^2; var -= lr g /
 /// sqrt(acc).
 void adagradReference(std::vector<double> &Var, std::vector<double> &Acc,

@@ -63,6 +63,7 @@ TEST(CpuKernelRegistry, EveryComputeOpHasAKernel) {
                        "ApplyMomentum",
                        "ApplyAdam",
                        "ApplyRMSProp",
+                       "ApplyCenteredRMSProp",
                        "ApplyAdagrad"};
   KernelRegistry &R = KernelRegistry::get();
   for (const char *Op : Ops)

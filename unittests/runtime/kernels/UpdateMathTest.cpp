@@ -280,6 +280,83 @@ template <typename T> void checkUpdates(DType Ty) {
     expectSameBits(R.in(1), inT<T>(AN, [&](size_t K) { return A[K]; }),
                    What + "accumulator " + Name);
   }
+  // Centered RMSProp, on the values above (mean squares |Slot|, of 1e-3,
+  // well above the squares of the mean gradients, Slot2, of 1e-6; new
+  // momenta) and on values around the smallest normal number: variables,
+  // momenta and (K % 8 >= 4) mean gradients of a few times it, mean
+  // gradients (K % 8 < 4) whose squares are a few times it, mean squares a
+  // few times it above the mean gradient's square, gradients whose squares
+  // are (even elements) or that are themselves (odd ones), the two signs
+  // in every combination. The new mean square, a convex combination, stays
+  // above the new mean gradient's square but for rounding errors far below
+  // the smallest normal number, so (ms - mg^2) + eps is positive: no NaN,
+  // whose bits are the hardware's own.
+  std::vector<double> CVar = Var, CMs = Slot, CMg = Slot2, CMom, CGrad = Grad;
+  for (double &E : CMs)
+    E = std::fabs(E);
+  for (size_t K = 0; K < N; ++K)
+    CMom.push_back(roundTo(Ty, G.uniform(-1e-3, 1e-3)));
+  for (size_t K = 0; K < 256; ++K) {
+    CVar.push_back(roundTo(Ty, G.uniform(-4, 4) * Tiny));
+    CMom.push_back(roundTo(Ty, G.uniform(-4, 4) * Tiny));
+    const double Sign = K % 4 < 2 ? 1 : -1;
+    const double MgSign = K % 16 < 8 ? 1 : -1;
+    const double Mg =
+        roundTo(Ty, MgSign * (K % 8 < 4 ? std::sqrt(G.uniform(0, 4) * Tiny)
+                                        : G.uniform(0, 4) * Tiny));
+    CMg.push_back(Mg);
+    CMs.push_back(roundTo(Ty, Mg * Mg + G.uniform(0, 4) * Tiny));
+    CGrad.push_back(
+        roundTo(Ty, Sign * (K % 2 ? G.uniform(0, 4) * Tiny
+                                  : std::sqrt(G.uniform(0, 8) * Tiny))));
+  }
+  const size_t CN = CVar.size();
+  const Shape CS = {int64_t(CN)};
+  // RMSProp's cases, and epsilon twice the smallest normal number, where
+  // the flushes of mg^2 and of ms - mg^2 show in the denominator.
+  for (const RMSPropCase &P :
+       {RMSPropCase{"decay and momentum", 0.001, 0.9, 0.9, 1e-10, false},
+        RMSPropCase{"defaults", 0.01, 0.9, 0.0, 1e-10, true},
+        RMSPropCase{"lr_t 8, epsilon 256", 16.0, 0.25, 0.5, 256.0, false},
+        RMSPropCase{"lr_t 8, epsilon 4", 16.0, 0.9, 4.0, 4.0, false},
+        RMSPropCase{"epsilon 2 min", 0.01, 0.9, 0.5, 2 * Tiny, false}}) {
+    OpRunner R("ApplyCenteredRMSProp");
+    R.attr("learning_rate", P.Lr)
+        .attr("decay_steps", int64_t(3))
+        .attr("decay_rate", 0.5);
+    if (!P.Defaults)
+      R.attr("rho", P.Rho).attr("momentum", P.Momentum).attr("epsilon", P.Eps);
+    R.input(TT(Ty, CS, CVar))
+        .input(TT(Ty, CS, CMs))
+        .input(TT(Ty, CS, CMg))
+        .input(TT(Ty, CS, CMom))
+        .input(TT(Ty, CS, CGrad))
+        .input(step(4));
+    R.run();
+    const cuda::RMSPropScalars<T> S = {T(1) - T(P.Rho), T(P.Momentum), T(P.Eps),
+                                       T(P.Lr * mdrt::integerPower(0.5, 1))};
+    std::vector<T> V(CN), Q(CN), A(CN), M(CN);
+    size_t NaNs = 0;
+    for (size_t K = 0; K < CN; ++K) {
+      V[K] = T(CVar[K]);
+      Q[K] = T(CMs[K]);
+      A[K] = T(CMg[K]);
+      M[K] = T(CMom[K]);
+      cuda::centeredRmspropUpdate(V[K], Q[K], A[K], M[K], T(CGrad[K]), S);
+      NaNs += std::isnan(V[K]);
+    }
+    const std::string What =
+        "ApplyCenteredRMSProp (" + std::string(P.Label) + ") ";
+    EXPECT_EQ(NaNs, 0u) << What << Name;
+    expectSameBits(R.in(0), inT<T>(CN, [&](size_t K) { return V[K]; }),
+                   What + "var " + Name);
+    expectSameBits(R.in(1), inT<T>(CN, [&](size_t K) { return Q[K]; }),
+                   What + "ms " + Name);
+    expectSameBits(R.in(2), inT<T>(CN, [&](size_t K) { return A[K]; }),
+                   What + "mg " + Name);
+    expectSameBits(R.in(3), inT<T>(CN, [&](size_t K) { return M[K]; }),
+                   What + "mom " + Name);
+  }
 }
 
 TEST(CudaUpdateMath, MatchesTheCpuUpdatesBitForBitFloat32) {
