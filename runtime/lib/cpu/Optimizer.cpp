@@ -299,8 +299,12 @@ private:
 };
 
 /// ms += (g^2 - ms) (1 - rho); mom = momentum mom + lr_t g / sqrt(ms + eps);
-/// var -= mom (TF's ApplyRMSProp, not centered).
-template <typename T> class RMSPropKernel : public ApplyKernel {
+/// var -= mom (TF's ApplyRMSProp: inputs var, ms, mom, gradient, step).
+/// \p Centered (TF's ApplyCenteredRMSProp, in its order of operations;
+/// inputs var, ms, mg, mom, gradient, step): also mg += (g - mg) (1 - rho),
+/// and (ms - mg^2) + eps under the root. Nothing keeps that positive:
+/// where it is negative mom and var become NaN, as TF's do.
+template <typename T, bool Centered> class RMSPropKernels : public ApplyKernel {
 public:
   Status init(const KernelInfo &I) {
     // In T, as TF computes it (its rho is a tensor of the variable's type):
@@ -308,53 +312,33 @@ public:
     OneMinusRho = T(1) - T(I.Attrs.getFloat("rho", 0.9));
     Momentum = T(I.Attrs.getFloat("momentum", 0.0));
     Eps = T(I.Attrs.getFloat("epsilon", 1e-10));
-    return initApply(I, 4);
+    return initApply(I, Centered ? 5 : 4);
   }
   void run(const ExecContext &C) override {
     T *Var = static_cast<T *>(C.In[0]);
     T *Ms = static_cast<T *>(C.In[1]);
-    T *Mom = static_cast<T *>(C.In[2]);
-    const T *G = static_cast<const T *>(C.In[3]);
     const RMSPropConsts<T> A = {T(rate(C)), OneMinusRho, Momentum, Eps};
-    forRanges([=](int64_t B, int64_t E) {
-      rmspropLoop(Var + B, Ms + B, Mom + B, G + B, A, E - B);
-    });
+    if constexpr (Centered) {
+      T *Mg = static_cast<T *>(C.In[2]);
+      T *Mom = static_cast<T *>(C.In[3]);
+      const T *G = static_cast<const T *>(C.In[4]);
+      forRanges([=](int64_t B, int64_t E) {
+        centeredRmspropLoop(Var + B, Ms + B, Mg + B, Mom + B, G + B, A, E - B);
+      });
+    } else {
+      T *Mom = static_cast<T *>(C.In[2]);
+      const T *G = static_cast<const T *>(C.In[3]);
+      forRanges([=](int64_t B, int64_t E) {
+        rmspropLoop(Var + B, Ms + B, Mom + B, G + B, A, E - B);
+      });
+    }
   }
 
 private:
   T OneMinusRho = 0, Momentum = 0, Eps = 0;
 };
-
-/// ms += (g^2 - ms) (1 - rho); mg += (g - mg) (1 - rho);
-/// mom = momentum mom + lr_t g / sqrt((ms - mg^2) + eps); var -= mom (TF's
-/// ApplyCenteredRMSProp, in its order of operations; inputs var, ms, mg,
-/// mom, gradient, step). The same attributes and defaults as ApplyRMSProp.
-/// Nothing keeps (ms - mg^2) + eps positive: where it is negative mom and
-/// var become NaN, as TF's do.
-template <typename T> class CenteredRMSPropKernel : public ApplyKernel {
-public:
-  Status init(const KernelInfo &I) {
-    // 1 - rho in T, as RMSPropKernel computes it.
-    OneMinusRho = T(1) - T(I.Attrs.getFloat("rho", 0.9));
-    Momentum = T(I.Attrs.getFloat("momentum", 0.0));
-    Eps = T(I.Attrs.getFloat("epsilon", 1e-10));
-    return initApply(I, 5);
-  }
-  void run(const ExecContext &C) override {
-    T *Var = static_cast<T *>(C.In[0]);
-    T *Ms = static_cast<T *>(C.In[1]);
-    T *Mg = static_cast<T *>(C.In[2]);
-    T *Mom = static_cast<T *>(C.In[3]);
-    const T *G = static_cast<const T *>(C.In[4]);
-    const RMSPropConsts<T> A = {T(rate(C)), OneMinusRho, Momentum, Eps};
-    forRanges([=](int64_t B, int64_t E) {
-      centeredRmspropLoop(Var + B, Ms + B, Mg + B, Mom + B, G + B, A, E - B);
-    });
-  }
-
-private:
-  T OneMinusRho = 0, Momentum = 0, Eps = 0;
-};
+template <typename T> using RMSPropKernel = RMSPropKernels<T, false>;
+template <typename T> using CenteredRMSPropKernel = RMSPropKernels<T, true>;
 
 /// acc += g^2; var -= lr_t g / sqrt(acc) (TF's ApplyAdagrad with
 /// update_slots, no epsilon: a zero accumulator and gradient give NaN, as
