@@ -910,16 +910,20 @@ static Error gradMul(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
   return Error::success();
 }
 
-/// TF's: dy goes to x where x >= y, to y elsewhere. ReluGrad(dy, y - x)
-/// is dy where y > x, and dy less it is the rest, exactly.
+/// TF's (_MaximumMinimumGrad): dy goes to x where x >= y, to y elsewhere,
+/// a NaN input included (x >= y is false). The mask is 1 or 0 and
+/// ReluGrad(dy, m) selects (dy where m > 0, else 0, whatever dy is), so an
+/// infinite or NaN dy reaches one side only, as TF's `where`.
 static Error gradMaximum(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                          MutableArrayRef<TensorRef> DX) {
   TensorRef X = F.getInput(0), Y = F.getInput(1);
-  TensorRef ToY = B.out(OpKind::ReluGrad, {DY[0], B.out(OpKind::Sub, {Y, X})});
+  TensorRef Mask = B.out(OpKind::MaximumMask, {X, Y});
   if (B.needs(0))
-    DX[0] = B.sumToShape(B.out(OpKind::Sub, {DY[0], ToY}), shapeOf(X));
-  if (B.needs(1))
-    DX[1] = B.sumToShape(ToY, shapeOf(Y));
+    DX[0] = B.sumToShape(B.out(OpKind::ReluGrad, {DY[0], Mask}), shapeOf(X));
+  if (B.needs(1)) {
+    TensorRef ToY = B.out(OpKind::Sub, {B.constant(1.0, X.type().Elt), Mask});
+    DX[1] = B.sumToShape(B.out(OpKind::ReluGrad, {DY[0], ToY}), shapeOf(Y));
+  }
   return Error::success();
 }
 
@@ -1357,6 +1361,7 @@ void registerAllOps(std::vector<OpDef> &Ops) {
     return Def(Ops, Kd).inputs(std::move(In)).flags(OF_NoGradient).shape(S);
   };
   Helper(OpKind::ReluGrad, {"dy", "y"}, shapeLikeInput<0>);
+  Helper(OpKind::MaximumMask, {"x", "y"}, shapeBinary);
   Helper(OpKind::SigmoidGrad, {"y", "dy"}, shapeLikeInput<0>);
   Helper(OpKind::TanhGrad, {"y", "dy"}, shapeLikeInput<0>);
   Helper(OpKind::SoftmaxGrad, {"y", "dy"}, shapeLikeInput<0>);

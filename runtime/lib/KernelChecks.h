@@ -16,6 +16,7 @@
 #ifndef MDRT_LIB_KERNELCHECKS_H
 #define MDRT_LIB_KERNELCHECKS_H
 
+#include "mdrt/HostDevice.h"
 #include "mdrt/Kernel.h"
 #include "mdrt/Random.h"
 
@@ -24,12 +25,6 @@
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#if defined(__CUDACC__)
-#define MDRT_HOST_DEVICE __host__ __device__
-#else
-#define MDRT_HOST_DEVICE
-#endif
 
 namespace mdrt {
 

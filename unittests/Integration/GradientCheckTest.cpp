@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 using namespace mdplan;
@@ -289,6 +290,56 @@ TEST(GradientCheck, MaximumTiesGoToTheFirstInput) {
   // Elements 0 and 2 tie, 1 has b larger, 3 has a larger.
   EXPECT_EQ(AN, (std::vector<double>{0.5 - R[0], 0.25, -1 - R[2], 2 - R[3]}));
   EXPECT_EQ(BN, (std::vector<double>{0.5, 0.75 - R[1], -1, 1}));
+}
+
+// TF's gradient of Maximum for values that are not finite: a NaN input
+// sends the gradient to y (x >= y is false), and an infinite gradient
+// reaches the winning input only (TF selects with `where`; a gradient
+// built by subtraction gives the other input inf - inf = NaN).
+TEST(GradientCheck, MaximumGradientOfNonFiniteValues) {
+  const double Inf = std::numeric_limits<double>::infinity();
+  const double NaN = std::numeric_limits<double>::quiet_NaN();
+  Case C = binary("Maximum", {4}, {4}, {4});
+  // dy = R * K: infinite at element 0.
+  C.Consts.push_back({"K", {4}, "FLOAT64", {Inf, 1, 1, 1}});
+  C.Nodes += "\nnode { name: \"scaled\" op: \"Mul\" input: \"y\" "
+             "input: \"K\" }";
+  C.Output = "scaled";
+  DeploymentConfig Config;
+  Config.CloneOnCPU = true;
+  OptimizerSettings O;
+  O.LearningRate = 1.0;
+  Config.Optimizer = O;
+  Config.OptimizerFieldsSet["learning_rate"] = true;
+  std::unique_ptr<mdrt::Executor> E;
+  loadPlan(modelText(C), C.Name, Config, E);
+  ASSERT_TRUE(E);
+  size_t A = 0, B = 0;
+  for (size_t I = 0; I < E->variables().size(); ++I) {
+    if (E->variables()[I].Name == "a")
+      A = I;
+    if (E->variables()[I].Name == "b")
+      B = I;
+  }
+  ASSERT_NE(A, B);
+  // 0: b wins, infinite gradient; 1: a is NaN; 2: b is NaN; 3: a wins.
+  const std::vector<double> AV = {0.25, NaN, 1, 2}, BV = {0.75, 0.5, NaN, 1};
+  ASSERT_TRUE(E->writeVariable(A, AV.data()).isOk());
+  ASSERT_TRUE(E->writeVariable(B, BV.data()).isOk());
+  ASSERT_TRUE(E->run(E->programIndex("train"), 0).isOk());
+  std::vector<double> AN(4), BN(4);
+  ASSERT_TRUE(E->readVariable(A, AN.data()).isOk());
+  ASSERT_TRUE(E->readVariable(B, BN.data()).isOk());
+  const std::vector<double> R = pseudoRandom(4, 99);
+  ASSERT_NE(R[0], 0);
+  EXPECT_EQ(AN[0], 0.25);
+  EXPECT_EQ(BN[0], R[0] > 0 ? -Inf : Inf);
+  EXPECT_TRUE(std::isnan(AN[1]));
+  EXPECT_EQ(BN[1], 0.5 - R[1]);
+  EXPECT_EQ(AN[2], 1);
+  EXPECT_TRUE(std::isnan(BN[2]));
+  EXPECT_EQ(AN[3], 2 - R[3]);
+  EXPECT_EQ(BN[3], 1);
 }
 
 TEST(GradientCheck, MatMul) {

@@ -14,15 +14,11 @@
 #ifndef MDRT_RANDOM_H
 #define MDRT_RANDOM_H
 
+#include "mdrt/HostDevice.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-
-#ifdef __CUDACC__
-#define MDRT_HOST_DEVICE __host__ __device__
-#else
-#define MDRT_HOST_DEVICE
-#endif
 
 namespace mdrt {
 

@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Add, Sub, Mul, Div, Maximum (NumPy broadcasting), BiasAdd, BroadcastGrad,
-// AddN, the unary math and activations with their gradients, Softmax,
-// SoftmaxGrad and Dropout.
+// Add, Sub, Mul, Div, Maximum, MaximumMask (NumPy broadcasting), BiasAdd,
+// BroadcastGrad, AddN, the unary math and activations with their gradients,
+// Softmax, SoftmaxGrad and Dropout.
 //
 // Broadcasting is planned once: the output shape is collapsed to the fewest
 // dimensions over which both inputs are either contiguous or broadcast, so
@@ -161,6 +161,12 @@ template <typename T> struct MaxF {
     else
       return A > B || A != A ? A : B;
   }
+};
+
+/// 1 where A >= B, else 0 (where either is NaN too): where Maximum's
+/// gradient goes to A, as TF's greater_equal mask.
+template <typename T> struct MaxMaskF {
+  T operator()(T A, T B) const { return A >= B ? T(1) : T(0); }
 };
 
 /// Y = F(A, B) with broadcasting. With a constant B (BroadcastGrad's
@@ -603,6 +609,7 @@ void cpu::registerElementwiseKernels(KernelRegistry &R) {
   R.add(CPU, "Mul", createBinary<MulF>);
   R.add(CPU, "Div", createBinary<DivF>);
   R.add(CPU, "Maximum", createBinary<MaxF>);
+  R.add(CPU, "MaximumMask", createBinary<MaxMaskF>);
   R.add(CPU, "BiasAdd", createBiasAdd);
   R.add(CPU, "BroadcastGrad", createBroadcastGrad);
   R.add(CPU, "AddN", createAddN);

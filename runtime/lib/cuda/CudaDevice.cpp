@@ -548,7 +548,10 @@ public:
 
   /// Events, and the scratch for tensors of up to \p MaxTensorBytes.
   Status init(size_t MaxTensorBytes) {
-    MDRT_CUDA_TRY(cudaSetDevice(Devs[0]->ordinal()));
+    // The events and the scratch on the first participant's GPU, the
+    // calling thread left on its own.
+    CurrentDevice On(Devs[0]->ordinal());
+    MDRT_CUDA_TRY(On.error());
     for (cudaEvent_t &E : Arrive)
       MDRT_CUDA_TRY(cudaEventCreateWithFlags(&E, cudaEventDisableTiming));
     MDRT_CUDA_TRY(cudaEventCreateWithFlags(&Done, cudaEventDisableTiming));

@@ -143,6 +143,13 @@ struct MaxF {
   }
 };
 
+/// 1 where A >= B, else 0 (where either is NaN too; as the CPU's).
+struct MaxMaskF {
+  template <typename T> __device__ T operator()(T A, T B) const {
+    return A >= B ? T(1) : T(0);
+  }
+};
+
 /// Y = Op(A, B) over the collapsed dimensions of \p P, with indices of type
 /// \p Idx: uint32_t when int32Indexable(N) (32-bit division is several
 /// times cheaper than 64-bit, and BiasAdd divides twice an element; offsets
@@ -1185,6 +1192,7 @@ void cuda::registerElementwiseKernels(KernelRegistry &R) {
   R.add(GPU, "Mul", createBinary<MulF>);
   R.add(GPU, "Div", createBinary<DivF>);
   R.add(GPU, "Maximum", createBinary<MaxF>);
+  R.add(GPU, "MaximumMask", createBinary<MaxMaskF>);
   R.add(GPU, "BiasAdd", createBiasAdd);
   R.add(GPU, "BroadcastGrad", createBroadcastGrad);
   R.add(GPU, "AddN", createAddN);

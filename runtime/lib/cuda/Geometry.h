@@ -14,7 +14,7 @@
 #define MDRT_LIB_CUDA_GEOMETRY_H
 
 #include "../KernelChecks.h"
-#include "HostDevice.h"
+#include "mdrt/HostDevice.h"
 
 #include <cstdint>
 

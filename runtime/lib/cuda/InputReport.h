@@ -17,7 +17,7 @@
 #ifndef MDRT_LIB_CUDA_INPUTREPORT_H
 #define MDRT_LIB_CUDA_INPUTREPORT_H
 
-#include "HostDevice.h"
+#include "mdrt/HostDevice.h"
 
 #include <cstdint>
 

@@ -23,7 +23,7 @@
 #ifndef MDRT_LIB_CUDA_UPDATEMATH_H
 #define MDRT_LIB_CUDA_UPDATEMATH_H
 
-#include "HostDevice.h"
+#include "mdrt/HostDevice.h"
 
 #include <cfloat>
 #include <cmath>

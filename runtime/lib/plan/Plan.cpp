@@ -64,6 +64,7 @@ const std::map<std::string, Signature, std::less<>> &signatures() {
       {"BatchNormInference", {4, 5, 1, 1}},
       {"Dropout", {1, 1, 2, 2}},
       {"ReluGrad", {2, 2, 1, 1}},
+      {"MaximumMask", {2, 2, 1, 1}},
       {"SigmoidGrad", {2, 2, 1, 1}},
       {"TanhGrad", {2, 2, 1, 1}},
       {"SoftmaxGrad", {2, 2, 1, 1}},

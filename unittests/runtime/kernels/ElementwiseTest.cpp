@@ -123,6 +123,25 @@ TEST(CpuKernels, MaximumPropagatesNaN) {
   }
 }
 
+TEST(CpuKernels, MaximumMaskBroadcasts) {
+  checkBinary(
+      "MaximumMask", [](double A, double B) { return A >= B ? 1.0 : 0.0; },
+      false);
+}
+
+TEST(CpuKernels, MaximumMaskIsZeroWhereAnInputIsNaN) {
+  const double NaN = std::numeric_limits<double>::quiet_NaN();
+  const double Inf = std::numeric_limits<double>::infinity();
+  for (DType T : FloatTypes) {
+    TT A(T, {6}, {NaN, 1, NaN, 2, Inf, -0.0});
+    TT B(T, {6}, {1, NaN, NaN, 2, Inf, 0.0});
+    OpRunner R("MaximumMask");
+    R.input(A).input(B).output(T, {6}).run();
+    EXPECT_EQ(R.out(0), (std::vector<double>{0, 0, 0, 1, 1, 1}))
+        << dtypeName(T);
+  }
+}
+
 TEST(CpuKernels, DivBroadcasts) {
   Rng G;
   for (DType T : FloatTypes)

@@ -46,6 +46,7 @@ TEST(CpuKernelRegistry, EveryComputeOpHasAKernel) {
                        "BatchNormInference",
                        "Dropout",
                        "ReluGrad",
+                       "MaximumMask",
                        "SigmoidGrad",
                        "TanhGrad",
                        "SoftmaxGrad",
