@@ -237,18 +237,11 @@ bool GraphMutator::splice() {
 
 /// A binary op of two tensors, read by a consumer of the first.
 bool GraphMutator::combine() {
-  static const char *const Binary[] = {"Add",
-                                       "Sub",
-                                       "Mul",
-                                       "Div",
-                                       "Maximum",
-                                       "MatMul",
-                                       "AddN",
-                                       "BiasAdd",
-                                       "Conv2D",
-                                       "LogLoss",
-                                       "SparseSoftmaxCrossEntropy",
-                                       "Accuracy"};
+  static const char *const Binary[] = {
+      "Add",     "Sub",     "Mul",     "Div",
+      "Maximum", "Minimum", "MatMul",  "AddN",
+      "BiasAdd", "Conv2D",  "LogLoss", "SparseSoftmaxCrossEntropy",
+      "Accuracy"};
   size_t XI = pick(All.size());
   Entry X = All[XI];
   // x op x always has matching shapes; another tensor seldom does.

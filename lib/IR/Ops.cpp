@@ -910,14 +910,17 @@ static Error gradMul(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
   return Error::success();
 }
 
-/// TF's (_MaximumMinimumGrad): dy goes to x where x >= y, to y elsewhere,
-/// a NaN input included (x >= y is false). The mask is 1 or 0 and
-/// ReluGrad(dy, m) selects (dy where m > 0, else 0, whatever dy is), so an
-/// infinite or NaN dy reaches one side only, as TF's `where`.
-static Error gradMaximum(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
-                         MutableArrayRef<TensorRef> DX) {
+/// TF's _MaximumMinimumGrad: dy goes to x where x >= y (Maximum) or
+/// x <= y (Minimum), to y elsewhere, a NaN input included (the comparison
+/// is false). The mask is 1 or 0 and ReluGrad(dy, m) selects (dy where
+/// m > 0, else 0, whatever dy is), so an infinite or NaN dy reaches one
+/// side only, as TF's `where`.
+template <bool IsMaximum>
+static Error gradMaxMin(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
+                        MutableArrayRef<TensorRef> DX) {
   TensorRef X = F.getInput(0), Y = F.getInput(1);
-  TensorRef Mask = B.out(OpKind::MaximumMask, {X, Y});
+  TensorRef Mask = IsMaximum ? B.out(OpKind::GreaterEqualMask, {X, Y})
+                             : B.out(OpKind::GreaterEqualMask, {Y, X});
   if (B.needs(0))
     DX[0] = B.sumToShape(B.out(OpKind::ReluGrad, {DY[0], Mask}), shapeOf(X));
   if (B.needs(1)) {
@@ -1260,7 +1263,11 @@ void registerAllOps(std::vector<OpDef> &Ops) {
   Def(Ops, OpKind::Maximum)
       .inputs({"x", "y"})
       .shape(shapeBinary)
-      .grad(gradMaximum);
+      .grad(gradMaxMin<true>);
+  Def(Ops, OpKind::Minimum)
+      .inputs({"x", "y"})
+      .shape(shapeBinary)
+      .grad(gradMaxMin<false>);
   Def(Ops, OpKind::AddN)
       .inputs({"x"})
       .variadic(1)
@@ -1361,7 +1368,7 @@ void registerAllOps(std::vector<OpDef> &Ops) {
     return Def(Ops, Kd).inputs(std::move(In)).flags(OF_NoGradient).shape(S);
   };
   Helper(OpKind::ReluGrad, {"dy", "y"}, shapeLikeInput<0>);
-  Helper(OpKind::MaximumMask, {"x", "y"}, shapeBinary);
+  Helper(OpKind::GreaterEqualMask, {"x", "y"}, shapeBinary);
   Helper(OpKind::SigmoidGrad, {"y", "dy"}, shapeLikeInput<0>);
   Helper(OpKind::TanhGrad, {"y", "dy"}, shapeLikeInput<0>);
   Helper(OpKind::SoftmaxGrad, {"y", "dy"}, shapeLikeInput<0>);

@@ -249,19 +249,22 @@ TEST(GradientCheck, Broadcasting) {
   checkGradients(binary("Div", {3, 4}, {3, 4}, {3, 4}, 0.5, 1.5));
   checkGradients(binary("Div", {3, 4}, {4}, {3, 4}, 0.5, 1.5));
   checkGradients(binary("Div", {3, 1}, {1, 4}, {3, 4}, 0.5, 1.5));
-  // Maximum: each element's gradient goes to the larger input (ties, where
-  // the function has no derivative, have probability zero here).
-  checkGradients(binary("Maximum", {3, 4}, {3, 4}, {3, 4}));
-  checkGradients(binary("Maximum", {3, 4}, {4}, {3, 4}));
-  checkGradients(binary("Maximum", {3, 1}, {1, 4}, {3, 4}));
+  // Maximum and Minimum: each element's gradient goes to the chosen input
+  // (ties, where the function has no derivative, have probability zero
+  // here).
+  for (const char *Op : {"Maximum", "Minimum"}) {
+    checkGradients(binary(Op, {3, 4}, {3, 4}, {3, 4}));
+    checkGradients(binary(Op, {3, 4}, {4}, {3, 4}));
+    checkGradients(binary(Op, {3, 1}, {1, 4}, {3, 4}));
+  }
 }
 
-// Where the inputs of Maximum are equal, its derivative is undefined and
-// TF gives the gradient to the first input: one SGD step (learning rate 1)
-// of sum(Maximum(a, b) * R) subtracts R from a there, and from the larger
-// input elsewhere.
-TEST(GradientCheck, MaximumTiesGoToTheFirstInput) {
-  Case C = binary("Maximum", {4}, {4}, {4});
+/// Compiles \p C for one SGD step with learning rate 1 on the CPU, sets its
+/// variables a and b to \p AV and \p BV, runs the step and returns their
+/// new values.
+void stepAB(const Case &C, const std::vector<double> &AV,
+            const std::vector<double> &BV, std::vector<double> &AN,
+            std::vector<double> &BN) {
   DeploymentConfig Config;
   Config.CloneOnCPU = true;
   OptimizerSettings O;
@@ -279,67 +282,67 @@ TEST(GradientCheck, MaximumTiesGoToTheFirstInput) {
     return size_t(0);
   };
   size_t A = Index("a"), B = Index("b");
-  const std::vector<double> AV = {0.5, 0.25, -1, 2}, BV = {0.5, 0.75, -1, 1};
   ASSERT_TRUE(E->writeVariable(A, AV.data()).isOk());
   ASSERT_TRUE(E->writeVariable(B, BV.data()).isOk());
   ASSERT_TRUE(E->run(E->programIndex("train"), 0).isOk());
-  std::vector<double> AN(4), BN(4);
+  AN.assign(AV.size(), 0);
+  BN.assign(BV.size(), 0);
   ASSERT_TRUE(E->readVariable(A, AN.data()).isOk());
   ASSERT_TRUE(E->readVariable(B, BN.data()).isOk());
-  const std::vector<double> R = pseudoRandom(4, 99);
-  // Elements 0 and 2 tie, 1 has b larger, 3 has a larger.
-  EXPECT_EQ(AN, (std::vector<double>{0.5 - R[0], 0.25, -1 - R[2], 2 - R[3]}));
-  EXPECT_EQ(BN, (std::vector<double>{0.5, 0.75 - R[1], -1, 1}));
 }
 
-// TF's gradient of Maximum for values that are not finite: a NaN input
-// sends the gradient to y (x >= y is false), and an infinite gradient
-// reaches the winning input only (TF selects with `where`; a gradient
-// built by subtraction gives the other input inf - inf = NaN).
-TEST(GradientCheck, MaximumGradientOfNonFiniteValues) {
+// Where the inputs of Maximum or Minimum are equal, the derivative is
+// undefined and TF gives the gradient to the first input: one SGD step
+// (learning rate 1) of sum(op(a, b) * R) subtracts R from a there, and
+// from the chosen input elsewhere.
+TEST(GradientCheck, MaximumAndMinimumTiesGoToTheFirstInput) {
+  const std::vector<double> AV = {0.5, 0.25, -1, 2}, BV = {0.5, 0.75, -1, 1};
+  const std::vector<double> R = pseudoRandom(4, 99);
+  std::vector<double> AN, BN;
+  // Elements 0 and 2 tie, 1 has b larger, 3 has a larger.
+  stepAB(binary("Maximum", {4}, {4}, {4}), AV, BV, AN, BN);
+  EXPECT_EQ(AN, (std::vector<double>{0.5 - R[0], 0.25, -1 - R[2], 2 - R[3]}));
+  EXPECT_EQ(BN, (std::vector<double>{0.5, 0.75 - R[1], -1, 1}));
+  stepAB(binary("Minimum", {4}, {4}, {4}), AV, BV, AN, BN);
+  EXPECT_EQ(AN, (std::vector<double>{0.5 - R[0], 0.25 - R[1], -1 - R[2], 2}));
+  EXPECT_EQ(BN, (std::vector<double>{0.5, 0.75, -1, 1 - R[3]}));
+}
+
+// TF's gradient of Maximum and Minimum for values that are not finite: a
+// NaN input sends the gradient to y (the comparison is false), and an
+// infinite gradient reaches the chosen input only (TF selects with
+// `where`; a gradient built by subtraction gives the other input
+// inf - inf = NaN).
+TEST(GradientCheck, MaximumAndMinimumGradientsOfNonFiniteValues) {
   const double Inf = std::numeric_limits<double>::infinity();
   const double NaN = std::numeric_limits<double>::quiet_NaN();
-  Case C = binary("Maximum", {4}, {4}, {4});
-  // dy = R * K: infinite at element 0.
-  C.Consts.push_back({"K", {4}, "FLOAT64", {Inf, 1, 1, 1}});
-  C.Nodes += "\nnode { name: \"scaled\" op: \"Mul\" input: \"y\" "
-             "input: \"K\" }";
-  C.Output = "scaled";
-  DeploymentConfig Config;
-  Config.CloneOnCPU = true;
-  OptimizerSettings O;
-  O.LearningRate = 1.0;
-  Config.Optimizer = O;
-  Config.OptimizerFieldsSet["learning_rate"] = true;
-  std::unique_ptr<mdrt::Executor> E;
-  loadPlan(modelText(C), C.Name, Config, E);
-  ASSERT_TRUE(E);
-  size_t A = 0, B = 0;
-  for (size_t I = 0; I < E->variables().size(); ++I) {
-    if (E->variables()[I].Name == "a")
-      A = I;
-    if (E->variables()[I].Name == "b")
-      B = I;
-  }
-  ASSERT_NE(A, B);
-  // 0: b wins, infinite gradient; 1: a is NaN; 2: b is NaN; 3: a wins.
-  const std::vector<double> AV = {0.25, NaN, 1, 2}, BV = {0.75, 0.5, NaN, 1};
-  ASSERT_TRUE(E->writeVariable(A, AV.data()).isOk());
-  ASSERT_TRUE(E->writeVariable(B, BV.data()).isOk());
-  ASSERT_TRUE(E->run(E->programIndex("train"), 0).isOk());
-  std::vector<double> AN(4), BN(4);
-  ASSERT_TRUE(E->readVariable(A, AN.data()).isOk());
-  ASSERT_TRUE(E->readVariable(B, BN.data()).isOk());
   const std::vector<double> R = pseudoRandom(4, 99);
   ASSERT_NE(R[0], 0);
-  EXPECT_EQ(AN[0], 0.25);
-  EXPECT_EQ(BN[0], R[0] > 0 ? -Inf : Inf);
-  EXPECT_TRUE(std::isnan(AN[1]));
-  EXPECT_EQ(BN[1], 0.5 - R[1]);
-  EXPECT_EQ(AN[2], 1);
-  EXPECT_TRUE(std::isnan(BN[2]));
-  EXPECT_EQ(AN[3], 2 - R[3]);
-  EXPECT_EQ(BN[3], 1);
+  const double MinusInfR0 = R[0] > 0 ? -Inf : Inf;
+  for (const char *Op : {"Maximum", "Minimum"}) {
+    SCOPED_TRACE(Op);
+    Case C = binary(Op, {4}, {4}, {4});
+    // dy = R * K: infinite at element 0.
+    C.Consts.push_back({"K", {4}, "FLOAT64", {Inf, 1, 1, 1}});
+    C.Nodes += "\nnode { name: \"scaled\" op: \"Mul\" input: \"y\" "
+               "input: \"K\" }";
+    C.Output = "scaled";
+    bool Max = std::string(Op) == "Maximum";
+    // 0: b chosen, infinite gradient; 1: a is NaN; 2: b is NaN; 3: a
+    // chosen.
+    const std::vector<double> AV = {Max ? 0.25 : 0.75, NaN, 1, Max ? 2 : 0.5},
+                              BV = {Max ? 0.75 : 0.25, 0.5, NaN, 1};
+    std::vector<double> AN, BN;
+    stepAB(C, AV, BV, AN, BN);
+    EXPECT_EQ(AN[0], AV[0]);
+    EXPECT_EQ(BN[0], MinusInfR0);
+    EXPECT_TRUE(std::isnan(AN[1]));
+    EXPECT_EQ(BN[1], 0.5 - R[1]);
+    EXPECT_EQ(AN[2], 1);
+    EXPECT_TRUE(std::isnan(BN[2]));
+    EXPECT_EQ(AN[3], AV[3] - R[3]);
+    EXPECT_EQ(BN[3], 1);
+  }
 }
 
 TEST(GradientCheck, MatMul) {

@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Add, Sub, Mul, Div, Maximum, MaximumMask (NumPy broadcasting), BiasAdd,
-// BroadcastGrad, AddN, the unary math and activations with their gradients,
-// Softmax, SoftmaxGrad and Dropout.
+// Add, Sub, Mul, Div, Maximum, Minimum, GreaterEqualMask (NumPy
+// broadcasting), BiasAdd, BroadcastGrad, AddN, the unary math and
+// activations with their gradients, Softmax, SoftmaxGrad and Dropout.
 //
 // Broadcasting is planned once: the output shape is collapsed to the fewest
 // dimensions over which both inputs are either contiguous or broadcast, so
@@ -163,9 +163,20 @@ template <typename T> struct MaxF {
   }
 };
 
-/// 1 where A >= B, else 0 (where either is NaN too): where Maximum's
-/// gradient goes to A, as TF's greater_equal mask.
-template <typename T> struct MaxMaskF {
+/// The smaller of A and B; NaN where either is (as NumPy's minimum).
+template <typename T> struct MinF {
+  T operator()(T A, T B) const {
+    if constexpr (std::is_integral<T>::value)
+      return B < A ? B : A;
+    else
+      return A < B || A != A ? A : B;
+  }
+};
+
+/// 1 where A >= B, else 0 (where either is NaN too): where the gradient of
+/// Maximum(A, B) goes to A, and that of Minimum(B, A) to B, as TF's
+/// greater_equal and less_equal masks.
+template <typename T> struct GreaterEqualMaskF {
   T operator()(T A, T B) const { return A >= B ? T(1) : T(0); }
 };
 
@@ -609,7 +620,8 @@ void cpu::registerElementwiseKernels(KernelRegistry &R) {
   R.add(CPU, "Mul", createBinary<MulF>);
   R.add(CPU, "Div", createBinary<DivF>);
   R.add(CPU, "Maximum", createBinary<MaxF>);
-  R.add(CPU, "MaximumMask", createBinary<MaxMaskF>);
+  R.add(CPU, "Minimum", createBinary<MinF>);
+  R.add(CPU, "GreaterEqualMask", createBinary<GreaterEqualMaskF>);
   R.add(CPU, "BiasAdd", createBiasAdd);
   R.add(CPU, "BroadcastGrad", createBroadcastGrad);
   R.add(CPU, "AddN", createAddN);

@@ -143,8 +143,18 @@ struct MaxF {
   }
 };
 
+/// The smaller of A and B; NaN where either is (as the CPU's).
+struct MinF {
+  template <typename T> __device__ T operator()(T A, T B) const {
+    if constexpr (std::is_integral<T>::value)
+      return B < A ? B : A;
+    else
+      return A < B || A != A ? A : B;
+  }
+};
+
 /// 1 where A >= B, else 0 (where either is NaN too; as the CPU's).
-struct MaxMaskF {
+struct GreaterEqualMaskF {
   template <typename T> __device__ T operator()(T A, T B) const {
     return A >= B ? T(1) : T(0);
   }
@@ -1192,7 +1202,8 @@ void cuda::registerElementwiseKernels(KernelRegistry &R) {
   R.add(GPU, "Mul", createBinary<MulF>);
   R.add(GPU, "Div", createBinary<DivF>);
   R.add(GPU, "Maximum", createBinary<MaxF>);
-  R.add(GPU, "MaximumMask", createBinary<MaxMaskF>);
+  R.add(GPU, "Minimum", createBinary<MinF>);
+  R.add(GPU, "GreaterEqualMask", createBinary<GreaterEqualMaskF>);
   R.add(GPU, "BiasAdd", createBiasAdd);
   R.add(GPU, "BroadcastGrad", createBroadcastGrad);
   R.add(GPU, "AddN", createAddN);

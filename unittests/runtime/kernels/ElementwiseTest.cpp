@@ -123,19 +123,39 @@ TEST(CpuKernels, MaximumPropagatesNaN) {
   }
 }
 
-TEST(CpuKernels, MaximumMaskBroadcasts) {
+TEST(CpuKernels, MinimumBroadcasts) {
   checkBinary(
-      "MaximumMask", [](double A, double B) { return A >= B ? 1.0 : 0.0; },
+      "Minimum", [](double A, double B) { return B < A ? B : A; }, false);
+}
+
+TEST(CpuKernels, MinimumPropagatesNaN) {
+  const double NaN = std::numeric_limits<double>::quiet_NaN();
+  for (DType T : FloatTypes) {
+    TT A(T, {4}, {NaN, 1, -0.5, 2});
+    TT B(T, {4}, {1, NaN, -0.25, 2});
+    OpRunner R("Minimum");
+    R.input(A).input(B).output(T, {4}).run();
+    std::vector<double> Y = R.out(0);
+    EXPECT_TRUE(std::isnan(Y[0])) << dtypeName(T);
+    EXPECT_TRUE(std::isnan(Y[1])) << dtypeName(T);
+    EXPECT_EQ(Y[2], -0.5);
+    EXPECT_EQ(Y[3], 2);
+  }
+}
+
+TEST(CpuKernels, GreaterEqualMaskBroadcasts) {
+  checkBinary(
+      "GreaterEqualMask", [](double A, double B) { return A >= B ? 1.0 : 0.0; },
       false);
 }
 
-TEST(CpuKernels, MaximumMaskIsZeroWhereAnInputIsNaN) {
+TEST(CpuKernels, GreaterEqualMaskIsZeroWhereAnInputIsNaN) {
   const double NaN = std::numeric_limits<double>::quiet_NaN();
   const double Inf = std::numeric_limits<double>::infinity();
   for (DType T : FloatTypes) {
     TT A(T, {6}, {NaN, 1, NaN, 2, Inf, -0.0});
     TT B(T, {6}, {1, NaN, NaN, 2, Inf, 0.0});
-    OpRunner R("MaximumMask");
+    OpRunner R("GreaterEqualMask");
     R.input(A).input(B).output(T, {6}).run();
     EXPECT_EQ(R.out(0), (std::vector<double>{0, 0, 0, 1, 1, 1}))
         << dtypeName(T);
