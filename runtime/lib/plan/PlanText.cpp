@@ -18,7 +18,13 @@
 //       k0 MatMul mlp/fc1/MatMul (b0, b3) -> (b9)
 //       k1 Recv ... waits k7
 //     collective gradients bucket=0 d1:k12 d2:k30
+//     transfers d0->d1 tensors=4 bytes=1024 (1.0 KiB)
+//     all-reduce gradients buckets=1 devices=2 tensors=2 bytes=... per device
 //     output total_loss loss b20
+//
+// The transfers and all-reduce lines sum what a step moves: every Recv
+// (with the Send of its channel) by source and destination device, and
+// the inputs of each collective group's first participant.
 //
 // A collective that spans several worker processes (mirrored, num_replicas
 // W > 1) ends with their number, W; within one process it has none:
@@ -29,9 +35,13 @@
 
 #include "mdrt/Plan.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <map>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 using namespace mdrt;
 
@@ -132,6 +142,78 @@ static std::string bufList(const flatbuffers::Vector<uint32_t> *L) {
     for (size_t I = 0; I < L->size(); ++I)
       S += (I ? ", b" : "b") + std::to_string(L->Get(I));
   return S + ")";
+}
+
+/// The integer attribute \p Name of \p K, or -1.
+static int64_t intAttr(const fb::Kernel &K, std::string_view Name) {
+  if (K.attrs())
+    for (const fb::Attr *A : *K.attrs())
+      if (A->name()->string_view() == Name)
+        return A->i();
+  return -1;
+}
+
+/// What one step of \p Prog moves: the bytes of every transfer (a Recv and
+/// the Send of its channel) by source and destination device, and of every
+/// collective group's all-reduces, per participating device.
+static void printTraffic(const fb::Plan &P, const fb::Program &Prog,
+                         std::ostream &OS) {
+  if (!Prog.devices() || !P.buffers())
+    return;
+  auto BytesOf = [&](uint32_t B) -> uint64_t {
+    return B < P.buffers()->size() ? P.buffers()->Get(B)->bytes() : 0;
+  };
+  // Kernels by program-wide id, with their device.
+  std::vector<std::pair<const fb::Kernel *, uint32_t>> Kernels;
+  std::map<int64_t, uint32_t> SendDevice;
+  for (const fb::DeviceProgram *DP : *Prog.devices())
+    if (DP->kernels())
+      for (const fb::Kernel *K : *DP->kernels()) {
+        Kernels.emplace_back(K, DP->device());
+        if (K->op()->string_view() == "Send")
+          SendDevice[intAttr(*K, "channel")] = DP->device();
+      }
+  struct Sum {
+    uint64_t Tensors = 0, Bytes = 0, Buckets = 0, Devices = 0;
+  };
+  std::map<std::pair<uint32_t, uint32_t>, Sum> Transfers;
+  for (const auto &[K, Dev] : Kernels) {
+    if (K->op()->string_view() != "Recv" || !K->outputs() ||
+        K->outputs()->size() != 1)
+      continue;
+    auto It = SendDevice.find(intAttr(*K, "channel"));
+    if (It == SendDevice.end())
+      continue;
+    Sum &S = Transfers[{It->second, Dev}];
+    ++S.Tensors;
+    S.Bytes += BytesOf(K->outputs()->Get(0));
+  }
+  for (const auto &[FromTo, S] : Transfers)
+    OS << "  transfers d" << FromTo.first << "->d" << FromTo.second
+       << " tensors=" << S.Tensors << " bytes=" << S.Bytes << " ("
+       << formatBytes(S.Bytes) << ")\n";
+  if (!Prog.collectives())
+    return;
+  std::map<std::string, Sum> Groups;
+  for (const fb::Collective *C : *Prog.collectives()) {
+    Sum &S = Groups[C->group() ? C->group()->str() : ""];
+    ++S.Buckets;
+    if (!C->kernels() || !C->kernels()->size())
+      continue;
+    S.Devices = std::max<uint64_t>(S.Devices, C->kernels()->size());
+    uint32_t First = C->kernels()->Get(0);
+    if (First >= Kernels.size() || !Kernels[First].first->inputs())
+      continue;
+    for (uint32_t B : *Kernels[First].first->inputs()) {
+      ++S.Tensors;
+      S.Bytes += BytesOf(B);
+    }
+  }
+  for (const auto &[Group, S] : Groups)
+    OS << "  all-reduce " << Group << " buckets=" << S.Buckets
+       << " devices=" << S.Devices << " tensors=" << S.Tensors
+       << " bytes=" << S.Bytes << " (" << formatBytes(S.Bytes)
+       << ") per device\n";
 }
 
 void mdrt::printPlanText(const fb::Plan &P, std::ostream &OS) {
@@ -269,6 +351,7 @@ void mdrt::printPlanText(const fb::Plan &P, std::ostream &OS) {
           OS << " replicas=" << C->replicas();
         OS << '\n';
       }
+    printTraffic(P, *Prog, OS);
     static const char *Kinds[] = {"loss", "summary", "histogram", "metric"};
     if (Prog->outputs())
       for (const fb::Output *O : *Prog->outputs())
