@@ -546,6 +546,18 @@ static void keepUnlessRegular(ToolOutputFile &Out, StringRef Path) {
     Out.keep();
 }
 
+/// Opens \p Path ('-': standard output) for writing, as a file removed
+/// unless kept (keepUnlessRegular, keepOutput).
+static Expected<std::unique_ptr<ToolOutputFile>>
+openOutput(StringRef Path, sys::fs::OpenFlags Flags = sys::fs::OF_Text) {
+  std::error_code EC;
+  auto Out = std::make_unique<ToolOutputFile>(Path, EC, Flags);
+  if (EC)
+    return makeError("cannot open '" + Path + "': " + EC.message());
+  keepUnlessRegular(*Out, Path);
+  return std::move(Out);
+}
+
 /// Keeps \p Out once all of it is written: an error writing it (a full
 /// disk, /dev/full) is mdplan's error, and the file is removed, rather than
 /// LLVM's fatal "IO failure on output stream" when the stream closes.
@@ -623,15 +635,13 @@ static Error dumpPlan() {
   auto Plan = mdrt::PlanFile::load(DumpPlan);
   if (!Plan.isOk())
     return makeError(Plan.status().message());
-  std::error_code EC;
-  ToolOutputFile Out(OutputFile, EC, sys::fs::OF_Text);
-  if (EC)
-    return makeError("cannot open '" + OutputFile + "': " + EC.message());
-  keepUnlessRegular(Out, OutputFile);
+  auto Out = openOutput(OutputFile);
+  if (!Out)
+    return Out.takeError();
   std::ostringstream SS;
   mdrt::printPlanText((*Plan)->plan(), SS);
-  Out.os() << SS.str();
-  return keepOutput(Out, OutputFile);
+  (*Out)->os() << SS.str();
+  return keepOutput(**Out, OutputFile);
 }
 
 /// Compiles \p Model for deployment \p C and writes what --emit asks for to
@@ -715,12 +725,11 @@ static Error compileAndWrite(std::unique_ptr<Graph> Model,
   if (What == EmitKind::None && Ctx.Explanations.empty())
     return Error::success();
   TimeRegion WriteTime(phase(&PhaseTimers::Write));
-  std::error_code EC;
-  ToolOutputFile Out(
-      Path, EC, What == EmitKind::Plan ? sys::fs::OF_None : sys::fs::OF_Text);
-  if (EC)
-    return makeError("cannot open '" + Path + "': " + EC.message());
-  keepUnlessRegular(Out, Path);
+  auto OutOr = openOutput(Path, What == EmitKind::Plan ? sys::fs::OF_None
+                                                       : sys::fs::OF_Text);
+  if (!OutOr)
+    return OutOr.takeError();
+  ToolOutputFile &Out = **OutOr;
   raw_ostream &OS = Out.os();
   for (const auto &[N, R] : Ctx.Explanations)
     printPlacementRecord(OS, *N, R);
@@ -944,13 +953,11 @@ static Error runTool(SourceMgr &SM) {
   if (Emit == EmitKind::Deployment) {
     if (Error E = checkNotAnInput(OutputFile))
       return E;
-    std::error_code EC;
-    ToolOutputFile Out(OutputFile, EC, sys::fs::OF_Text);
-    if (EC)
-      return makeError("cannot open '" + OutputFile + "': " + EC.message());
-    keepUnlessRegular(Out, OutputFile);
-    printDeployment(Config, Out.os());
-    return keepOutput(Out, OutputFile);
+    auto Out = openOutput(OutputFile);
+    if (!Out)
+      return Out.takeError();
+    printDeployment(Config, (*Out)->os());
+    return keepOutput(**Out, OutputFile);
   }
   if (InputFile.empty())
     return makeError("no model file given (mdplan MODEL [options])");
