@@ -697,7 +697,9 @@ Dataset::synthetic(const std::vector<FeatureRequest> &Requests,
     int64_t PerExample = R.exampleElements();
     if (NumExamples > (int64_t(1) << 40) / PerExample)
       return Status::error("synthetic feature " + quote(R.Feature) +
-                           " is too large");
+                           " is too large: " + std::to_string(NumExamples) +
+                           " examples of " + std::to_string(PerExample) +
+                           " values, more than 2^40 values");
     int64_t Total = NumExamples * PerExample;
     uint64_t Stream = hashName(R.Feature.c_str());
     switch (R.Type) {

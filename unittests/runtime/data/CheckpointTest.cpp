@@ -314,6 +314,11 @@ TEST(CheckpointTest, TruncationIsDetected) {
   EXPECT_ERROR_HAS(parseCheckpoint(Enc->data(), 0, "t"),
                    "checkpoint 't' is truncated: 0 bytes, fewer than the "
                    "smallest checkpoint (76)");
+  // Longer than the smallest (a version 1 header), shorter than this
+  // version's header and checksum.
+  EXPECT_ERROR_HAS(parseCheckpoint(Enc->data(), 80, "t"),
+                   "checkpoint 't' is truncated: 80 bytes, fewer than its "
+                   "header and checksum (92)");
   EXPECT_ERROR_HAS(parseCheckpoint(Enc->data(), N - 1, "t"),
                    "checkpoint 't' is truncated: " + std::to_string(N - 1) +
                        " bytes of " + std::to_string(N));
