@@ -130,6 +130,20 @@ TEST(IdxTest, BigEndianLayout) {
   EXPECT_EQ(A->str(), "int16[2]");
 }
 
+TEST(IdxTest, WriteChecksTheArray) {
+  TempDir Dir;
+  IdxArray NoDims;
+  NoDims.Type = IdxType::UInt8;
+  EXPECT_EQ(errorOf(writeIdxFile(Dir.file("a"), NoDims, false)),
+            "cannot write '" + Dir.file("a") +
+                "': an idx array has 1 to 255 dims, this one has 0");
+  IdxArray Short = makeArray<int32_t>(IdxType::Int32, {3}, {1, 2, 3});
+  Short.Data.pop_back();
+  EXPECT_EQ(errorOf(writeIdxFile(Dir.file("b"), Short, true)),
+            "cannot write '" + Dir.file("b") +
+                "': int32[3] needs 12 bytes of data, it has 11");
+}
+
 TEST(IdxTest, Errors) {
   TempDir Dir;
   IdxArray A = makeArray<int32_t>(IdxType::Int32, {3, 2}, {1, 2, 3, 4, 5, 6});
@@ -1017,6 +1031,16 @@ TEST(BatchIteratorTest, Errors) {
   ASSERT_TRUE(Eval);
   EXPECT_TRUE(Eval->seek({0, 9}).isOk());
   EXPECT_ERROR_HAS(Eval->seek({0, 10}), "index 10");
+}
+
+TEST(BatchIteratorTest, PrefetchPastTheAddressSpace) {
+  // 2^31 - 1 batches of 2^33 rows of 8 bytes: more than 2^63 bytes.
+  std::vector<FeatureRequest> Big = {{"x", DType::Float64, {1}}};
+  EXPECT_EQ(
+      errorOf(BatchIterator::checkPrefetch(Big, int64_t(1) << 33, 2147483647)),
+      "cannot allocate 2147483647 prefetched batches of 68719476736 "
+      "bytes: more than 2^63 bytes");
+  EXPECT_TRUE(BatchIterator::checkPrefetch(Big, 64, 2).isOk());
 }
 
 TEST(BatchIteratorTest, ShutdownWhileTheWorkerWaits) {

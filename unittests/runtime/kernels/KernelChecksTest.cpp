@@ -347,4 +347,95 @@ TEST(CpuKernelChecks, MaxPoolGradImagesOfInt32Pixels) {
   EXPECT_EQ(createOnly(I), "");
 }
 
+TEST(CpuKernelChecks, PoolingWindowAndOutput) {
+  Rng G;
+  const std::string Node = "node 'test/MaxPool' (MaxPool): ";
+  OpRunner K("MaxPool");
+  K.attr("ksize", Shape{2})
+      .input(G.tensor(DType::Float32, {1, 4, 4, 3}))
+      .output(DType::Float32, {1, 2, 2, 3});
+  EXPECT_EQ(K.create(),
+            Node + "'ksize' must be two positive integers, got [2]");
+  OpRunner W("MaxPool");
+  W.attr("ksize", Shape{0, 2})
+      .input(G.tensor(DType::Float32, {1, 4, 4, 3}))
+      .output(DType::Float32, {1, 2, 2, 3});
+  EXPECT_EQ(W.create(), Node + "window must be positive, got [0,2]");
+  OpRunner Y("MaxPool");
+  Y.attr("ksize", Shape{2, 2})
+      .attr("strides", Shape{2, 2})
+      .input(G.tensor(DType::Float32, {1, 4, 4, 3}))
+      .output(DType::Float32, {1, 4, 4, 3});
+  EXPECT_EQ(Y.create(), Node + "pooling [1,4,4,3] gives [1,2,2,3], got "
+                               "[1,4,4,3]");
+}
+
+//===----------------------------------------------------------------------===//
+// Batch normalization, cross-entropy and reductions
+//===----------------------------------------------------------------------===//
+
+TEST(CpuKernelChecks, BatchNormNeedsChannels) {
+  Rng G;
+  OpRunner R("BatchNorm");
+  R.input(G.tensor(DType::Float32, {4}))
+      .input(G.tensor(DType::Float32, {4}))
+      .output(DType::Float32, {4})
+      .output(DType::Float32, {1})
+      .output(DType::Float32, {1});
+  EXPECT_EQ(R.create(), "node 'test/BatchNorm' (BatchNorm): BatchNorm input "
+                        "must have rank >= 2, got float32[4]");
+}
+
+TEST(CpuKernelChecks, CrossEntropyShapesAndLabels) {
+  Rng G;
+  const std::string Node =
+      "node 'test/SparseSoftmaxCrossEntropy' (SparseSoftmaxCrossEntropy): ";
+  OpRunner Batch("SparseSoftmaxCrossEntropy");
+  Batch.input(G.tensor(DType::Float32, {2, 3}))
+      .input(TT(DType::Int32, {3}, {0, 1, 2}))
+      .output(DType::Float32, {2})
+      .output(DType::Float32, {2, 3});
+  EXPECT_EQ(Batch.create(), Node + "logits float32[2,3] and labels int32[3] "
+                                   "do not match");
+  OpRunner Float("SparseSoftmaxCrossEntropy");
+  Float.input(G.tensor(DType::Float32, {2, 3}))
+      .input(G.tensor(DType::Float32, {2}))
+      .output(DType::Float32, {2})
+      .output(DType::Float32, {2, 3});
+  EXPECT_EQ(Float.create(),
+            Node + "labels must be int32 or int64, got float32[2]");
+  OpRunner Acc("Accuracy");
+  Acc.input(G.tensor(DType::Float32, {2, 3}))
+      .input(TT(DType::Int32, {3}, {0, 1, 2}))
+      .output(DType::Float32, {2});
+  EXPECT_EQ(Acc.create(), "node 'test/Accuracy' (Accuracy): predictions "
+                          "float32[2,3] and labels int32[3] have different "
+                          "batch sizes");
+}
+
+TEST(CpuKernelChecks, SumToShapeOfHigherRank) {
+  Rng G;
+  OpRunner R("SumToShape");
+  R.input(G.tensor(DType::Float32, {3})).output(DType::Float32, {2, 3});
+  EXPECT_EQ(
+      R.create(),
+      "node 'test/SumToShape' (SumToShape): cannot sum [3] down to [2,3]");
+}
+
+TEST(CpuKernelChecks, SameShapeOperands) {
+  Rng G;
+  OpRunner B("BiasAdd");
+  B.input(G.tensor(DType::Float32, {2, 3}))
+      .input(G.tensor(DType::Float32, {3}))
+      .output(DType::Float32, {3, 2});
+  EXPECT_EQ(B.create(), "node 'test/BiasAdd' (BiasAdd): output float32[3,2] "
+                        "differs from float32[2,3]");
+  OpRunner S("SoftmaxGrad");
+  S.input(G.tensor(DType::Float32, {2, 3}))
+      .input(G.tensor(DType::Float32, {3, 2}))
+      .output(DType::Float32, {2, 3});
+  EXPECT_EQ(S.create(), "node 'test/SoftmaxGrad' (SoftmaxGrad): input 1 "
+                        "float32[3,2] differs from float32[2,3]");
+}
+
 } // namespace
