@@ -335,6 +335,81 @@ static Error shapeBatchSlice(InferContext &C) {
   return Error::success();
 }
 
+/// Concat: inputs of one element type and rank, equal but along the
+/// axis, where the output has the sum of their sizes.
+static Error shapeConcat(InferContext &C) {
+  const Shape &First = C.input(0).Dims;
+  int64_t Rank = First.rank(), Axis = C.attrs().getInt("axis");
+  if (Rank == 0)
+    return C.error("cannot concatenate scalars");
+  if (Axis < -Rank || Axis >= Rank)
+    return C.error("axis " + Twine(Axis) + " is out of range for rank " +
+                   Twine(Rank));
+  unsigned A = unsigned(Axis < 0 ? Axis + Rank : Axis);
+  Shape Out = First;
+  for (unsigned I = 1; I < C.numInputs(); ++I) {
+    if (Error E = expectSameType(C, 0, I))
+      return E;
+    const Shape &S = C.input(I).Dims;
+    bool Ok = S.rank() == First.rank();
+    for (unsigned D = 0; Ok && D < S.rank(); ++D)
+      Ok = D == A || dimsCompatible(Out[D], S[D]);
+    if (!Ok)
+      return C.error("input " + Twine(I) + " " + S.str() +
+                     " does not match input 0 " + First.str() +
+                     " but along axis " + Twine(Axis));
+    for (unsigned D = 0; D < S.rank(); ++D)
+      Out[D] = D != A                   ? mergeDim(Out[D], S[D])
+               : Out[D] < 0 || S[D] < 0 ? -1
+                                        : Out[D] + S[D];
+  }
+  C.setOutput(0, C.input(0).Elt, Out);
+  return Error::success();
+}
+
+/// Slice: `begin` and `size` per dimension, a size of -1 taking the rest.
+static Error shapeSlice(InferContext &C) {
+  const Shape &In = C.input(0).Dims;
+  std::vector<int64_t> Begin = C.attrs().getInts("begin"),
+                       Size = C.attrs().getInts("size");
+  if (Begin.size() != In.rank() || Size.size() != In.rank())
+    return C.error("'begin' " + writtenDims(Begin) + " and 'size' " +
+                   writtenDims(Size) +
+                   " must have one value per dimension of " + In.str());
+  Shape Out = In;
+  for (unsigned D = 0; D < In.rank(); ++D) {
+    if (Begin[D] < 0 || Size[D] < -1 || (In[D] >= 0 && Begin[D] > In[D]) ||
+        (In[D] >= 0 && Size[D] >= 0 && Size[D] > In[D] - Begin[D]))
+      return C.error("slice of " + In.str() + " at " + writtenDims(Begin) +
+                     " of size " + writtenDims(Size) +
+                     " is out of bounds in dimension " + Twine(D));
+    Out[D] = Size[D] >= 0 ? Size[D] : In[D] < 0 ? -1 : In[D] - Begin[D];
+  }
+  C.setOutput(0, C.input(0).Elt, Out);
+  return Error::success();
+}
+
+/// Pad: `paddings`, zeros before and after each dimension in turn.
+static Error shapePad(InferContext &C) {
+  const Shape &In = C.input(0).Dims;
+  std::vector<int64_t> P = C.attrs().getInts("paddings");
+  if (P.size() != 2 * size_t(In.rank()))
+    return C.error("'paddings' " + writtenDims(P) +
+                   " must have two values (before, after) per dimension of " +
+                   In.str());
+  Shape Out = In;
+  for (unsigned D = 0; D < In.rank(); ++D) {
+    if (P[2 * D] < 0 || P[2 * D + 1] < 0 ||
+        P[2 * D] > Shape::MaxTensorElements ||
+        P[2 * D + 1] > Shape::MaxTensorElements)
+      return C.error("paddings must be between 0 and 2^40, got " +
+                     writtenDims(P));
+    Out[D] = In[D] < 0 ? -1 : In[D] + P[2 * D] + P[2 * D + 1];
+  }
+  C.setOutput(0, C.input(0).Elt, Out);
+  return Error::success();
+}
+
 static Error shapeReshape(InferContext &C) {
   std::vector<int64_t> Target = C.attrs().getInts("shape");
   const Shape &In = C.input(0).Dims;
@@ -840,6 +915,65 @@ static Error gradReshape(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
   return Error::success();
 }
 
+/// The slices of dy along the axis, each input's part (TF's ConcatOffset
+/// and Slice).
+static Error gradConcat(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
+                        MutableArrayRef<TensorRef> DX) {
+  int64_t Rank = shapeOf(F.getInput(0)).rank();
+  int64_t Axis = F.attrs().getInt("axis");
+  unsigned A = unsigned(Axis < 0 ? Axis + Rank : Axis);
+  int64_t Offset = 0;
+  for (unsigned I = 0; I < F.getNumInputs(); ++I) {
+    int64_t Len = shapeOf(F.getInput(I))[A];
+    if (Len < 0)
+      return F.error("gradient of Concat needs the inputs' sizes along axis " +
+                     Twine(Axis) + ", got " + shapeOf(F.getInput(I)).str() +
+                     " for input " + Twine(I));
+    if (B.needs(I)) {
+      std::vector<int64_t> Begin(Rank, 0), Size(Rank, -1);
+      Begin[A] = Offset;
+      Size[A] = Len;
+      DX[I] = B.out(OpKind::Slice, {DY[0]},
+                    attrs({{"begin", Begin}, {"size", Size}}));
+    }
+    Offset += Len;
+  }
+  return Error::success();
+}
+
+/// dy padded with zeros to the input's shape.
+static Error gradSlice(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
+                       MutableArrayRef<TensorRef> DX) {
+  const Shape &In = shapeOf(F.getInput(0)), &Out = shapeOf(TensorRef(&F, 0));
+  std::vector<int64_t> Begin = F.attrs().getInts("begin"), P;
+  for (unsigned D = 0; D < In.rank(); ++D) {
+    if (In[D] < 0 || Out[D] < 0)
+      return F.error("gradient of Slice needs known shapes, got " + In.str() +
+                     " sliced to " + Out.str());
+    P.push_back(Begin[D]);
+    P.push_back(In[D] - Begin[D] - Out[D]);
+  }
+  DX[0] = B.out(OpKind::Pad, {DY[0]}, attrs({{"paddings", P}}));
+  return Error::success();
+}
+
+/// The part of dy that is not padding.
+static Error gradPad(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
+                     MutableArrayRef<TensorRef> DX) {
+  const Shape &In = shapeOf(F.getInput(0));
+  std::vector<int64_t> P = F.attrs().getInts("paddings"), Begin, Size;
+  for (unsigned D = 0; D < In.rank(); ++D) {
+    if (In[D] < 0)
+      return F.error("gradient of Pad needs a known input shape, got " +
+                     In.str());
+    Begin.push_back(P[2 * D]);
+    Size.push_back(In[D]);
+  }
+  DX[0] =
+      B.out(OpKind::Slice, {DY[0]}, attrs({{"begin", Begin}, {"size", Size}}));
+  return Error::success();
+}
+
 static Error gradCast(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                       MutableArrayRef<TensorRef> DX) {
   DType From = F.getInput(0).type().Elt;
@@ -1239,6 +1373,23 @@ void registerAllOps(std::vector<OpDef> &Ops) {
       .attr("shape", K::IntList)
       .shape(shapeReshape)
       .grad(gradReshape);
+  Def(Ops, OpKind::Concat)
+      .inputs({"values"})
+      .variadic(1)
+      .attr("axis", K::Int)
+      .shape(shapeConcat)
+      .grad(gradConcat);
+  Def(Ops, OpKind::Slice)
+      .inputs({"x"})
+      .attr("begin", K::IntList)
+      .attr("size", K::IntList)
+      .shape(shapeSlice)
+      .grad(gradSlice);
+  Def(Ops, OpKind::Pad)
+      .inputs({"x"})
+      .attr("paddings", K::IntList)
+      .shape(shapePad)
+      .grad(gradPad);
   Def(Ops, OpKind::Cast)
       .inputs({"x"})
       .attr("dtype", K::Type)

@@ -227,6 +227,28 @@ struct BroadcastPlan {
               const std::vector<int64_t> &B);
 };
 
+/// A strided copy of a box of elements, on either backend: the box's
+/// dimensions (outermost first, collapsed where source and destination are
+/// both contiguous; the last one is contiguous on both sides, and there is
+/// at least one), the element strides of source and destination along
+/// them, and where the box starts on each side, in elements.
+struct CopyBox {
+  std::vector<int64_t> Dims, SrcStrides, DstStrides;
+  int64_t SrcOffset = 0, DstOffset = 0;
+
+  /// The elements of the box.
+  int64_t elements() const;
+};
+
+/// Concat's copies, one box per input (into the output), after checking
+/// the inputs, the output and the 'axis' attribute.
+Status concatBoxes(const KernelInfo &I, std::vector<CopyBox> &Boxes);
+/// Slice's copy of its box of the input ('begin', 'size').
+Status sliceBox(const KernelInfo &I, CopyBox &Box);
+/// Pad's copy of the input into the output ('paddings'), whose other
+/// elements are zeros.
+Status padBox(const KernelInfo &I, CopyBox &Box);
+
 enum class ConvMode { Forward, BackwardData, BackwardFilter };
 
 /// The checked shapes and window of a convolution kernel.

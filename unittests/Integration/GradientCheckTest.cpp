@@ -345,6 +345,42 @@ TEST(GradientCheck, MaximumAndMinimumGradientsOfNonFiniteValues) {
   }
 }
 
+TEST(GradientCheck, ConcatSlicePad) {
+  // Concat along each axis (negative too), of three inputs, one of them a
+  // constant that needs no gradient.
+  for (int Axis : {0, 1, -1}) {
+    std::vector<int64_t> A = {3, 4};
+    std::vector<int64_t> B =
+        Axis == 0 ? std::vector<int64_t>{2, 4} : std::vector<int64_t>{3, 2};
+    Case C{"Concat" + std::to_string(Axis),
+           {{"a", A}, {"b", B}},
+           {{"k", A, "FLOAT64", pseudoRandom(12, 5)}},
+           "node { name: \"y\" op: \"Concat\" input: \"a\" input: \"k\" "
+           "input: \"b\" attr { name: \"axis\" i: " +
+               std::to_string(Axis) + " } }",
+           "y",
+           Axis == 0 ? std::vector<int64_t>{8, 4}
+                     : std::vector<int64_t>{3, 10}};
+    checkGradients(C);
+  }
+  // A box of a 3-D tensor, and the rest of each dimension (-1).
+  checkGradients({"Slice",
+                  {{"x", {4, 5, 6}}},
+                  {},
+                  "node { name: \"y\" op: \"Slice\" input: \"x\" attr { "
+                  "name: \"begin\" ints: [1, 0, 2] } attr { name: \"size\" "
+                  "ints: [2, -1, 3] } }",
+                  "y",
+                  {2, 5, 3}});
+  checkGradients({"Pad",
+                  {{"x", {2, 3}}},
+                  {},
+                  "node { name: \"y\" op: \"Pad\" input: \"x\" attr { "
+                  "name: \"paddings\" ints: [1, 2, 0, 3] } }",
+                  "y",
+                  {5, 6}});
+}
+
 TEST(GradientCheck, MatMul) {
   for (int TA = 0; TA < 2; ++TA)
     for (int TB = 0; TB < 2; ++TB) {

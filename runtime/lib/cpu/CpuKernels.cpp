@@ -227,6 +227,160 @@ Status cpu::matMulDims(const KernelInfo &I, MatMulDims &D) {
   return Status::ok();
 }
 
+int64_t cpu::CopyBox::elements() const {
+  int64_t N = 1;
+  for (int64_t D : Dims)
+    N *= D;
+  return N;
+}
+
+/// The row-major element strides of \p Shape.
+static std::vector<int64_t> stridesOf(const std::vector<int64_t> &Shape) {
+  std::vector<int64_t> S(Shape.size(), 1);
+  for (size_t K = Shape.size(); K-- > 1;)
+    S[K - 1] = S[K] * Shape[K];
+  return S;
+}
+
+/// A box of \p Dims at \p SrcAt in a tensor of \p SrcShape, copied to
+/// \p DstAt in one of \p DstShape; its dimensions of one element dropped
+/// and contiguous runs merged.
+static cpu::CopyBox makeBox(const std::vector<int64_t> &Dims,
+                            const std::vector<int64_t> &SrcShape,
+                            const std::vector<int64_t> &SrcAt,
+                            const std::vector<int64_t> &DstShape,
+                            const std::vector<int64_t> &DstAt) {
+  std::vector<int64_t> SS = stridesOf(SrcShape), DS = stridesOf(DstShape);
+  cpu::CopyBox B;
+  for (size_t K = 0; K < Dims.size(); ++K) {
+    B.SrcOffset += SrcAt[K] * SS[K];
+    B.DstOffset += DstAt[K] * DS[K];
+  }
+  // Innermost first, then reversed.
+  for (size_t K = Dims.size(); K-- > 0;) {
+    if (Dims[K] == 1)
+      continue;
+    if (!B.Dims.empty() && SS[K] == B.SrcStrides.back() * B.Dims.back() &&
+        DS[K] == B.DstStrides.back() * B.Dims.back()) {
+      B.Dims.back() *= Dims[K];
+      continue;
+    }
+    B.Dims.push_back(Dims[K]);
+    B.SrcStrides.push_back(SS[K]);
+    B.DstStrides.push_back(DS[K]);
+  }
+  // A box of one element, or one whose innermost run is strided (its last
+  // dimension sliced to one element): a run of one.
+  if (B.Dims.empty() || B.SrcStrides.front() != 1 ||
+      B.DstStrides.front() != 1) {
+    B.Dims.insert(B.Dims.begin(), 1);
+    B.SrcStrides.insert(B.SrcStrides.begin(), 1);
+    B.DstStrides.insert(B.DstStrides.begin(), 1);
+  }
+  std::reverse(B.Dims.begin(), B.Dims.end());
+  std::reverse(B.SrcStrides.begin(), B.SrcStrides.end());
+  std::reverse(B.DstStrides.begin(), B.DstStrides.end());
+  if (std::find(Dims.begin(), Dims.end(), 0) != Dims.end())
+    B.Dims.assign(B.Dims.size(), 0);
+  return B;
+}
+
+Status cpu::concatBoxes(const KernelInfo &I, std::vector<CopyBox> &Boxes) {
+  MDRT_RETURN_IF_ERROR(checkArity(I, 1, SIZE_MAX, 1));
+  const TensorDesc &Y = I.Outputs[0];
+  std::vector<unsigned> All(I.Inputs.size());
+  for (unsigned K = 0; K < All.size(); ++K)
+    All[K] = K;
+  MDRT_RETURN_IF_ERROR(checkTypes(I, All, {0}, I.Inputs[0].Type));
+  int64_t Rank = int64_t(Y.rank()), Axis = I.Attrs.getInt("axis");
+  if (Rank == 0 || Axis < -Rank || Axis >= Rank)
+    return Status::error("axis " + std::to_string(Axis) +
+                         " is out of range for " + Y.str());
+  size_t A = size_t(Axis < 0 ? Axis + Rank : Axis);
+  Boxes.clear();
+  int64_t Offset = 0;
+  for (const TensorDesc &X : I.Inputs) {
+    bool Ok = X.rank() == Y.rank();
+    for (size_t K = 0; Ok && K < X.rank(); ++K)
+      Ok = K == A || X.Shape[K] == Y.Shape[K];
+    if (!Ok)
+      return Status::error("input " + X.str() + " does not match output " +
+                           Y.str() + " but along axis " + std::to_string(Axis));
+    std::vector<int64_t> At(X.rank(), 0), Zero(X.rank(), 0);
+    At[A] = Offset;
+    Boxes.push_back(makeBox(X.Shape, X.Shape, Zero, Y.Shape, At));
+    Offset += X.Shape[A];
+  }
+  if (Offset != Y.Shape[A])
+    return Status::error("the inputs add up to " + std::to_string(Offset) +
+                         " along axis " + std::to_string(Axis) +
+                         ", the output " + Y.str() + " has " +
+                         std::to_string(Y.Shape[A]));
+  return Status::ok();
+}
+
+/// Checks \p Begin and \p Size (-1: the rest) of a box of \p X; fills
+/// \p Dims with the box's dimensions.
+static Status checkBox(const TensorDesc &X, const std::vector<int64_t> &Begin,
+                       const std::vector<int64_t> &Size,
+                       std::vector<int64_t> &Dims) {
+  if (Begin.size() != X.rank() || Size.size() != X.rank())
+    return Status::error("'begin' " + shapeStr(Begin) + " and 'size' " +
+                         shapeStr(Size) +
+                         " must have one value per dimension of " + X.str());
+  Dims.clear();
+  for (size_t K = 0; K < X.rank(); ++K) {
+    int64_t D = X.Shape[K];
+    if (Begin[K] < 0 || Begin[K] > D || Size[K] < -1 ||
+        (Size[K] >= 0 && Size[K] > D - Begin[K]))
+      return Status::error("box at " + shapeStr(Begin) + " of size " +
+                           shapeStr(Size) + " is out of bounds of " + X.str());
+    Dims.push_back(Size[K] >= 0 ? Size[K] : D - Begin[K]);
+  }
+  return Status::ok();
+}
+
+Status cpu::sliceBox(const KernelInfo &I, CopyBox &Box) {
+  MDRT_RETURN_IF_ERROR(checkArity(I, 1, 1, 1));
+  const TensorDesc &X = I.Inputs[0], &Y = I.Outputs[0];
+  MDRT_RETURN_IF_ERROR(checkTypes(I, {0}, {0}, X.Type));
+  std::vector<int64_t> Begin = I.Attrs.getInts("begin"), Dims;
+  MDRT_RETURN_IF_ERROR(checkBox(X, Begin, I.Attrs.getInts("size"), Dims));
+  if (Y.Shape != Dims)
+    return Status::error("output " + Y.str() + " is not the slice's " +
+                         shapeStr(Dims));
+  Box =
+      makeBox(Dims, X.Shape, Begin, Y.Shape, std::vector<int64_t>(Y.rank(), 0));
+  return Status::ok();
+}
+
+Status cpu::padBox(const KernelInfo &I, CopyBox &Box) {
+  MDRT_RETURN_IF_ERROR(checkArity(I, 1, 1, 1));
+  const TensorDesc &X = I.Inputs[0], &Y = I.Outputs[0];
+  MDRT_RETURN_IF_ERROR(checkTypes(I, {0}, {0}, X.Type));
+  std::vector<int64_t> P = I.Attrs.getInts("paddings");
+  if (P.size() != 2 * X.rank())
+    return Status::error("'paddings' " + shapeStr(P) +
+                         " must have two values per dimension of " + X.str());
+  std::vector<int64_t> Want, Before;
+  for (size_t K = 0; K < X.rank(); ++K) {
+    // The plan verifier's bound on a dimension: the sums cannot overflow.
+    constexpr int64_t MaxPad = int64_t(1) << 40;
+    if (P[2 * K] < 0 || P[2 * K + 1] < 0 || P[2 * K] > MaxPad ||
+        P[2 * K + 1] > MaxPad)
+      return Status::error("paddings must be between 0 and 2^40, got " +
+                           shapeStr(P));
+    Want.push_back(X.Shape[K] + P[2 * K] + P[2 * K + 1]);
+    Before.push_back(P[2 * K]);
+  }
+  if (Y.Shape != Want)
+    return Status::error("output " + Y.str() + " is not the padded " +
+                         shapeStr(Want));
+  Box = makeBox(X.Shape, X.Shape, std::vector<int64_t>(X.rank(), 0), Y.Shape,
+                Before);
+  return Status::ok();
+}
+
 Status cpu::batchSliceOffset(const KernelInfo &I, size_t &OffsetBytes) {
   MDRT_RETURN_IF_ERROR(checkArity(I, 1, 1, 1));
   const TensorDesc &X = I.Inputs[0], &Y = I.Outputs[0];

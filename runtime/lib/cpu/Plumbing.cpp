@@ -1,11 +1,13 @@
-//===- Plumbing.cpp - Identity, Reshape, BatchSlice, Cast -----------------===//
+//===- Plumbing.cpp - Copies, boxes and casts -----------------------------===//
 //
 // Part of the mdplan project.
 //
 //===----------------------------------------------------------------------===//
 //
-// Copies (any element type) and conversions. A copy onto itself (the
-// executor may alias a Reshape's output with its input) does nothing.
+// Copies (any element type): Identity, Reshape, BatchSlice, and the box
+// copies of Concat, Slice and Pad; and Cast's conversions. A copy onto
+// itself (the executor may alias a Reshape's output with its input) does
+// nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,6 +60,83 @@ KernelOr createBatchSlice(const KernelInfo &I) {
   MDRT_RETURN_IF_ERROR(batchSliceOffset(I, Offset));
   return wrap(
       std::make_unique<CopyKernel>(Offset, I.Outputs[0].bytes(), I.NumThreads));
+}
+
+//===----------------------------------------------------------------------===//
+// Concat, Slice, Pad
+//===----------------------------------------------------------------------===//
+
+/// Copies box K of elements of ElemSize bytes from input K to the output
+/// (Concat: a box per input; Slice and Pad: one); with \p Zero, the output
+/// is zeroed first (Pad).
+class BoxCopyKernel : public Kernel {
+public:
+  BoxCopyKernel(std::vector<CopyBox> Boxes, size_t ElemSize, size_t OutBytes,
+                bool Zero, int Threads)
+      : Boxes(std::move(Boxes)), ElemSize(ElemSize), OutBytes(OutBytes),
+        Zero(Zero), Threads(Threads) {}
+
+  void run(const ExecContext &C) override {
+    char *Dst = static_cast<char *>(C.Out[0]);
+    if (Zero)
+      std::memset(Dst, 0, OutBytes);
+    for (size_t K = 0; K < Boxes.size(); ++K) {
+      const CopyBox &B = Boxes[K];
+      const char *Src = static_cast<const char *>(C.In[K]);
+      size_t R = B.Dims.size();
+      int64_t Run = B.Dims[R - 1];
+      int64_t Rows = Run ? B.elements() / Run : 0;
+      size_t RunBytes = size_t(Run) * ElemSize;
+      // Rows are independent: split them over the threads when there are
+      // enough bytes.
+      int64_t Grain = std::max<int64_t>(1, (int64_t(1) << 16) /
+                                               std::max<int64_t>(1, RunBytes));
+      parallelFor(Rows, Grain, Threads, [&](int64_t Begin, int64_t End) {
+        for (int64_t Row = Begin; Row < End; ++Row) {
+          // The row's offsets: its index over the outer dimensions.
+          int64_t S = B.SrcOffset, D = B.DstOffset, Rest = Row;
+          for (size_t J = R - 1; J-- > 0;) {
+            int64_t Idx = Rest % B.Dims[J];
+            Rest /= B.Dims[J];
+            S += Idx * B.SrcStrides[J];
+            D += Idx * B.DstStrides[J];
+          }
+          std::memcpy(Dst + size_t(D) * ElemSize, Src + size_t(S) * ElemSize,
+                      RunBytes);
+        }
+      });
+    }
+  }
+
+private:
+  std::vector<CopyBox> Boxes;
+  size_t ElemSize, OutBytes;
+  bool Zero;
+  int Threads;
+};
+
+KernelOr createConcat(const KernelInfo &I) {
+  std::vector<CopyBox> Boxes;
+  MDRT_RETURN_IF_ERROR(concatBoxes(I, Boxes));
+  return wrap(std::make_unique<BoxCopyKernel>(
+      std::move(Boxes), dtypeSize(I.Outputs[0].Type), I.Outputs[0].bytes(),
+      /*Zero=*/false, I.NumThreads));
+}
+
+KernelOr createSlice(const KernelInfo &I) {
+  CopyBox Box;
+  MDRT_RETURN_IF_ERROR(sliceBox(I, Box));
+  return wrap(std::make_unique<BoxCopyKernel>(
+      std::vector<CopyBox>{Box}, dtypeSize(I.Outputs[0].Type),
+      I.Outputs[0].bytes(), /*Zero=*/false, I.NumThreads));
+}
+
+KernelOr createPad(const KernelInfo &I) {
+  CopyBox Box;
+  MDRT_RETURN_IF_ERROR(padBox(I, Box));
+  return wrap(std::make_unique<BoxCopyKernel>(
+      std::vector<CopyBox>{Box}, dtypeSize(I.Outputs[0].Type),
+      I.Outputs[0].bytes(), /*Zero=*/true, I.NumThreads));
 }
 
 //===----------------------------------------------------------------------===//
@@ -134,5 +213,8 @@ void cpu::registerPlumbingKernels(KernelRegistry &R) {
   R.add(DeviceKind::CPU, "Identity", createCopy);
   R.add(DeviceKind::CPU, "Reshape", createCopy);
   R.add(DeviceKind::CPU, "BatchSlice", createBatchSlice);
+  R.add(DeviceKind::CPU, "Concat", createConcat);
+  R.add(DeviceKind::CPU, "Slice", createSlice);
+  R.add(DeviceKind::CPU, "Pad", createPad);
   R.add(DeviceKind::CPU, "Cast", createCast);
 }

@@ -7,7 +7,8 @@
 // The GPU versions of lib/cpu/{Elementwise,Plumbing,Loss,Optimizer}.cpp:
 // broadcasting binary ops, BiasAdd, BroadcastGrad, AddN, the unary math and
 // activations with their gradients, Softmax(Grad), Dropout (the same
-// counter-based draws as the CPU), Identity / Reshape / BatchSlice / Cast,
+// counter-based draws as the CPU), Identity / Reshape / BatchSlice /
+// Concat / Slice / Pad / Cast,
 // the losses and Accuracy, and the state updates. Same formulas, element
 // types and rounding points as the CPU kernels (docs/Ops.md); sums over
 // rows run in double like theirs, in a different order (the CPU's order,
@@ -924,6 +925,119 @@ KernelOr createBatchSlice(const KernelInfo &I) {
   return finish(std::make_unique<CopyKernel>(Offset, I.Outputs[0].bytes()));
 }
 
+/// Concat, Slice, Pad: the boxes of lib/cpu's CopyBox, one thread an
+/// element (any element type: copied by its size).
+constexpr int MaxBoxRank = 8;
+struct BoxArgs {
+  int Rank = 0;
+  int64_t Dims[MaxBoxRank] = {}, Src[MaxBoxRank] = {}, Dst[MaxBoxRank] = {};
+  int64_t SrcOffset = 0, DstOffset = 0, N = 0;
+};
+
+template <typename T>
+__global__ void boxCopyKernel(BoxArgs P, const T *X, T *Y) {
+  GRID_STRIDE(I, P.N) {
+    int64_t Rest = I, S = P.SrcOffset, D = P.DstOffset;
+    for (int K = P.Rank - 1; K >= 0; --K) {
+      int64_t Idx = Rest % P.Dims[K];
+      Rest /= P.Dims[K];
+      S += Idx * P.Src[K];
+      D += Idx * P.Dst[K];
+    }
+    Y[D] = X[S];
+  }
+}
+
+/// Copies box K from input K (Concat: a box per input; Slice and Pad:
+/// one); with Zero, the output is zeroed first (Pad).
+class BoxCopyKernel : public CudaKernel {
+public:
+  BoxCopyKernel(std::vector<BoxArgs> Boxes, size_t ElemSize, size_t OutBytes,
+                bool Zero)
+      : Boxes(std::move(Boxes)), ElemSize(ElemSize), OutBytes(OutBytes),
+        Zero(Zero) {}
+
+  void run(const ExecContext &C) override {
+    if (Zero && OutBytes) {
+      cudaError_t E = cudaMemsetAsync(C.Out[0], 0, OutBytes, Ctx->Stream);
+      if (E != cudaSuccess) {
+        Ctx->fail(cudaStatus(E, "cudaMemsetAsync"));
+        return;
+      }
+    }
+    for (size_t K = 0; K < Boxes.size(); ++K) {
+      const BoxArgs &P = Boxes[K];
+      if (!P.N)
+        continue;
+      unsigned G = gridFor(P.N);
+      cudaStream_t S = Ctx->Stream;
+      if (ElemSize == 8)
+        boxCopyKernel<<<G, 256, 0, S>>>(P,
+                                        static_cast<const uint64_t *>(C.In[K]),
+                                        static_cast<uint64_t *>(C.Out[0]));
+      else if (ElemSize == 4)
+        boxCopyKernel<<<G, 256, 0, S>>>(P,
+                                        static_cast<const uint32_t *>(C.In[K]),
+                                        static_cast<uint32_t *>(C.Out[0]));
+      else
+        boxCopyKernel<<<G, 256, 0, S>>>(P,
+                                        static_cast<const uint8_t *>(C.In[K]),
+                                        static_cast<uint8_t *>(C.Out[0]));
+      Ctx->checkLaunch("box copy");
+    }
+  }
+
+private:
+  std::vector<BoxArgs> Boxes;
+  size_t ElemSize, OutBytes;
+  bool Zero;
+};
+
+KernelOr makeBoxCopy(const KernelInfo &I,
+                     const std::vector<cpu::CopyBox> &Boxes, bool Zero) {
+  size_t ElemSize = dtypeSize(I.Outputs[0].Type);
+  if (ElemSize != 1 && ElemSize != 4 && ElemSize != 8)
+    return Status::error("unsupported element type " + I.Outputs[0].str());
+  std::vector<BoxArgs> Args;
+  for (const cpu::CopyBox &B : Boxes) {
+    if (B.Dims.size() > size_t(MaxBoxRank))
+      return Status::error("a copy of " + std::to_string(B.Dims.size()) +
+                           " strided dimensions; at most " +
+                           std::to_string(MaxBoxRank) + " are supported");
+    BoxArgs P;
+    P.Rank = int(B.Dims.size());
+    for (int K = 0; K < P.Rank; ++K) {
+      P.Dims[K] = B.Dims[size_t(K)];
+      P.Src[K] = B.SrcStrides[size_t(K)];
+      P.Dst[K] = B.DstStrides[size_t(K)];
+    }
+    P.SrcOffset = B.SrcOffset;
+    P.DstOffset = B.DstOffset;
+    P.N = B.elements();
+    Args.push_back(P);
+  }
+  return finish(std::make_unique<BoxCopyKernel>(std::move(Args), ElemSize,
+                                                I.Outputs[0].bytes(), Zero));
+}
+
+KernelOr createConcat(const KernelInfo &I) {
+  std::vector<cpu::CopyBox> Boxes;
+  MDRT_RETURN_IF_ERROR(cpu::concatBoxes(I, Boxes));
+  return makeBoxCopy(I, Boxes, /*Zero=*/false);
+}
+
+KernelOr createSlice(const KernelInfo &I) {
+  cpu::CopyBox Box;
+  MDRT_RETURN_IF_ERROR(cpu::sliceBox(I, Box));
+  return makeBoxCopy(I, {Box}, /*Zero=*/false);
+}
+
+KernelOr createPad(const KernelInfo &I) {
+  cpu::CopyBox Box;
+  MDRT_RETURN_IF_ERROR(cpu::padBox(I, Box));
+  return makeBoxCopy(I, {Box}, /*Zero=*/true);
+}
+
 template <typename From, typename To>
 __global__ void castKernel(const From *X, To *Y, int64_t N) {
   GRID_STRIDE(K, N) { Y[K] = castValue<To>(X[K]); }
@@ -1222,6 +1336,9 @@ void cuda::registerElementwiseKernels(KernelRegistry &R) {
   R.add(GPU, "Identity", createCopy);
   R.add(GPU, "Reshape", createCopy);
   R.add(GPU, "BatchSlice", createBatchSlice);
+  R.add(GPU, "Concat", createConcat);
+  R.add(GPU, "Slice", createSlice);
+  R.add(GPU, "Pad", createPad);
   R.add(GPU, "Cast", createCast);
   R.add(GPU, "SparseSoftmaxCrossEntropy", createSsce);
   R.add(GPU, "LogLoss", createLogLoss);

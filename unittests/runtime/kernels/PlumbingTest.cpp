@@ -19,6 +19,9 @@ TEST(CpuKernelRegistry, EveryComputeOpHasAKernel) {
                        "BatchSlice",
                        "Reshape",
                        "Cast",
+                       "Concat",
+                       "Slice",
+                       "Pad",
                        "MatMul",
                        "BiasAdd",
                        "Add",
@@ -141,6 +144,213 @@ TEST(CpuKernels, BatchSliceTakesItsRows) {
   EXPECT_EQ(Rows.create(),
             "node 'test/BatchSlice' (BatchSlice): slice 0 of 2 of float32[6,2] "
             "has 3 rows, output is float32[2,2]");
+}
+
+/// `[a,b,c]`.
+std::string dimsText(const std::vector<int64_t> &Dims) {
+  std::string S = "[";
+  for (size_t K = 0; K < Dims.size(); ++K)
+    S += (K ? "," : "") + std::to_string(Dims[K]);
+  return S + "]";
+}
+
+/// The row-major index of \p Idx in \p Dims.
+int64_t flatIndex(const Shape &Dims, const std::vector<int64_t> &Idx) {
+  int64_t F = 0;
+  for (size_t K = 0; K < Dims.size(); ++K)
+    F = F * Dims[K] + Idx[K];
+  return F;
+}
+
+/// Calls \p Fn with every index of \p Dims, in row-major order.
+template <typename F> void forEachIndex(const Shape &Dims, F &&Fn) {
+  if (numElements(Dims) == 0)
+    return;
+  std::vector<int64_t> Idx(Dims.size(), 0);
+  for (;;) {
+    Fn(Idx);
+    size_t K = Dims.size();
+    while (K-- > 0) {
+      if (++Idx[K] < Dims[K])
+        break;
+      Idx[K] = 0;
+    }
+    if (K == size_t(-1))
+      return;
+  }
+}
+
+/// The box of \p X at \p Begin of \p Size (no -1), element by element.
+std::vector<double> sliceOf(const TT &X, const std::vector<int64_t> &Begin,
+                            const Shape &Size) {
+  std::vector<double> Y;
+  forEachIndex(Size, [&](const std::vector<int64_t> &Idx) {
+    std::vector<int64_t> At(Idx);
+    for (size_t K = 0; K < At.size(); ++K)
+      At[K] += Begin[K];
+    Y.push_back(X.V[size_t(flatIndex(X.Dims, At))]);
+  });
+  return Y;
+}
+
+TEST(CpuKernels, SliceTakesItsBox) {
+  Rng G;
+  struct SliceCase {
+    Shape X;
+    std::vector<int64_t> Begin, Size;
+    Shape Y;
+  } Cases[] = {
+      {{4, 5, 6}, {1, 0, 2}, {2, -1, 3}, {2, 5, 3}},
+      {{4, 5, 6}, {0, 0, 5}, {-1, -1, 1}, {4, 5, 1}}, // strided runs of one
+      {{4, 5, 6}, {3, 4, 0}, {1, 1, 6}, {1, 1, 6}},   // one contiguous run
+      {{7}, {2}, {0}, {0}},                           // empty
+      {{300, 500}, {10, 3}, {280, 490}, {280, 490}},  // rows on two threads
+  };
+  for (DType T : {DType::Float32, DType::Float64, DType::Int32, DType::Int64,
+                  DType::Bool})
+    for (const SliceCase &C : Cases)
+      for (int Threads : {1, 2}) {
+        TT X = G.tensor(T, C.X, -100, 100);
+        if (T == DType::Bool)
+          for (double &V : X.V)
+            V = V > 0;
+        OpRunner R("Slice");
+        R.attr("begin", C.Begin)
+            .attr("size", C.Size)
+            .input(X)
+            .output(T, C.Y)
+            .threads(Threads)
+            .run();
+        expectEqual(R.out(0), sliceOf(X, C.Begin, C.Y),
+                    std::string(dtypeName(T)) + " " + dimsText(C.X) + " at " +
+                        dimsText(C.Begin));
+      }
+  OpRunner Out("Slice");
+  Out.attr("begin", std::vector<int64_t>{1, 0})
+      .attr("size", std::vector<int64_t>{4, -1})
+      .input(G.tensor(DType::Float32, {4, 3}))
+      .output(DType::Float32, {3, 3});
+  EXPECT_EQ(Out.create(), "node 'test/Slice' (Slice): box at [1,0] of size "
+                          "[4,-1] is out of bounds of float32[4,3]");
+  OpRunner Shape2("Slice");
+  Shape2.attr("begin", std::vector<int64_t>{1, 0})
+      .attr("size", std::vector<int64_t>{2, -1})
+      .input(G.tensor(DType::Float32, {4, 3}))
+      .output(DType::Float32, {2, 2});
+  EXPECT_EQ(Shape2.create(), "node 'test/Slice' (Slice): output float32[2,2] "
+                             "is not the slice's [2,3]");
+  OpRunner Rank("Slice");
+  Rank.attr("begin", std::vector<int64_t>{1})
+      .attr("size", std::vector<int64_t>{2})
+      .input(G.tensor(DType::Float32, {4, 3}))
+      .output(DType::Float32, {2, 3});
+  EXPECT_EQ(Rank.create(), "node 'test/Slice' (Slice): 'begin' [1] and "
+                           "'size' [2] must have one value per dimension of "
+                           "float32[4,3]");
+}
+
+TEST(CpuKernels, PadSurroundsWithZeros) {
+  Rng G;
+  for (DType T : NumericTypes)
+    for (int Threads : {1, 2}) {
+      Shape XS = {3, 4, 5};
+      std::vector<int64_t> P = {1, 0, 2, 3, 0, 1};
+      Shape YS = {4, 9, 6};
+      TT X = G.tensor(T, XS, -100, 100);
+      OpRunner R("Pad");
+      R.attr("paddings", P).input(X).output(T, YS).threads(Threads).run();
+      // The padded region is zero; the input's box is the input.
+      std::vector<double> Want(size_t(numElements(YS)), 0);
+      forEachIndex(XS, [&](const std::vector<int64_t> &Idx) {
+        std::vector<int64_t> At = {Idx[0] + 1, Idx[1] + 2, Idx[2]};
+        Want[size_t(flatIndex(YS, At))] = X.V[size_t(flatIndex(XS, Idx))];
+      });
+      expectEqual(R.out(0), Want, dtypeName(T));
+      // Pad then Slice is the identity.
+      OpRunner S("Slice");
+      S.attr("begin", std::vector<int64_t>{1, 2, 0})
+          .attr("size", std::vector<int64_t>{3, 4, 5})
+          .input(TT(T, YS, R.out(0)))
+          .output(T, XS)
+          .run();
+      expectEqual(S.out(0), X.V, "slice of the padded");
+    }
+  OpRunner Bad("Pad");
+  Bad.attr("paddings", std::vector<int64_t>{1, -1})
+      .input(G.tensor(DType::Float32, {4}))
+      .output(DType::Float32, {4});
+  EXPECT_EQ(Bad.create(), "node 'test/Pad' (Pad): paddings must be between 0 "
+                          "and 2^40, got [1,-1]");
+  OpRunner Out("Pad");
+  Out.attr("paddings", std::vector<int64_t>{1, 1})
+      .input(G.tensor(DType::Float32, {4}))
+      .output(DType::Float32, {5});
+  EXPECT_EQ(Out.create(), "node 'test/Pad' (Pad): output float32[5] is not "
+                          "the padded [6]");
+  OpRunner Count("Pad");
+  Count.attr("paddings", std::vector<int64_t>{1})
+      .input(G.tensor(DType::Float32, {4}))
+      .output(DType::Float32, {5});
+  EXPECT_EQ(Count.create(), "node 'test/Pad' (Pad): 'paddings' [1] must have "
+                            "two values per dimension of float32[4]");
+}
+
+TEST(CpuKernels, ConcatJoinsAlongItsAxis) {
+  Rng G;
+  for (DType T : NumericTypes)
+    for (int64_t Axis : {0, 1, 2, -1})
+      for (int Threads : {1, 2}) {
+        size_t A = size_t(Axis < 0 ? Axis + 3 : Axis);
+        std::vector<TT> In;
+        Shape YS = {3, 4, 5};
+        YS[A] = 0;
+        for (int64_t Len : {2, 1, 3}) {
+          Shape S = {3, 4, 5};
+          S[A] = Len;
+          YS[A] += Len;
+          In.push_back(G.tensor(T, S, -100, 100));
+        }
+        OpRunner R("Concat");
+        R.attr("axis", Axis);
+        for (const TT &X : In)
+          R.input(X);
+        R.output(T, YS).threads(Threads).run();
+        std::vector<double> Want(size_t(numElements(YS)));
+        int64_t Offset = 0;
+        for (const TT &X : In) {
+          forEachIndex(X.Dims, [&](const std::vector<int64_t> &Idx) {
+            std::vector<int64_t> At = Idx;
+            At[A] += Offset;
+            Want[size_t(flatIndex(YS, At))] =
+                X.V[size_t(flatIndex(X.Dims, Idx))];
+          });
+          Offset += X.Dims[A];
+        }
+        expectEqual(R.out(0), Want,
+                    std::string(dtypeName(T)) + " axis " +
+                        std::to_string(Axis));
+      }
+  OpRunner Sum("Concat");
+  Sum.attr("axis", int64_t(0))
+      .input(G.tensor(DType::Float32, {2, 3}))
+      .input(G.tensor(DType::Float32, {1, 3}))
+      .output(DType::Float32, {4, 3});
+  EXPECT_EQ(Sum.create(), "node 'test/Concat' (Concat): the inputs add up to "
+                          "3 along axis 0, the output float32[4,3] has 4");
+  OpRunner Other("Concat");
+  Other.attr("axis", int64_t(0))
+      .input(G.tensor(DType::Float32, {2, 3}))
+      .input(G.tensor(DType::Float32, {1, 2}))
+      .output(DType::Float32, {3, 3});
+  EXPECT_EQ(Other.create(), "node 'test/Concat' (Concat): input float32[1,2] "
+                            "does not match output float32[3,3] but along "
+                            "axis 0");
+  OpRunner Axis("Concat");
+  Axis.attr("axis", int64_t(2))
+      .input(G.tensor(DType::Float32, {2, 3}))
+      .output(DType::Float32, {2, 3});
+  EXPECT_EQ(Axis.create(), "node 'test/Concat' (Concat): axis 2 is out of "
+                           "range for float32[2,3]");
 }
 
 TEST(CpuKernels, CastConvertsAndTruncatesTowardZero) {
