@@ -378,7 +378,10 @@ static Error shapeSlice(InferContext &C) {
                    " must have one value per dimension of " + In.str());
   Shape Out = In;
   for (unsigned D = 0; D < In.rank(); ++D) {
-    if (Begin[D] < 0 || Size[D] < -1 || (In[D] >= 0 && Begin[D] > In[D]) ||
+    if (Size[D] < -1)
+      return C.error("size " + Twine(Size[D]) + " in dimension " + Twine(D) +
+                     " is invalid (-1 takes the rest)");
+    if (Begin[D] < 0 || (In[D] >= 0 && Begin[D] > In[D]) ||
         (In[D] >= 0 && Size[D] >= 0 && Size[D] > In[D] - Begin[D]))
       return C.error("slice of " + In.str() + " at " + writtenDims(Begin) +
                      " of size " + writtenDims(Size) +
@@ -402,8 +405,8 @@ static Error shapePad(InferContext &C) {
     if (P[2 * D] < 0 || P[2 * D + 1] < 0 ||
         P[2 * D] > Shape::MaxTensorElements ||
         P[2 * D + 1] > Shape::MaxTensorElements)
-      return C.error("paddings must be between 0 and 2^40, got " +
-                     writtenDims(P));
+      return C.error("paddings " + writtenDims(P) + " of dimension " +
+                     Twine(D) + " must be between 0 and 2^40");
     Out[D] = In[D] < 0 ? -1 : In[D] + P[2 * D] + P[2 * D + 1];
   }
   C.setOutput(0, C.input(0).Elt, Out);
@@ -556,6 +559,41 @@ static Error shapeSSCE(InferContext &C) {
   int64_t N = mergeDim(L[0], C.input(1).Dims[0]);
   C.setOutput(0, C.input(0).Elt, Shape{N});
   C.setOutput(1, C.input(0).Elt, Shape{N, L[1]});
+  return Error::success();
+}
+
+/// SoftmaxCrossEntropy: logits and labels of one float type and shape
+/// [batch, classes]; the loss per example and the backprop.
+static Error shapeSCE(InferContext &C) {
+  if (Error E = expectFloat(C, 0))
+    return E;
+  if (Error E = expectRank(C, 0, 2))
+    return E;
+  if (Error E = expectSameType(C, 0, 1))
+    return E;
+  if (Error E = expectSameShape(C, 0, 1))
+    return E;
+  const Shape &L = C.input(0).Dims, &Y = C.input(1).Dims;
+  Shape S{mergeDim(L[0], Y[0]), mergeDim(L[1], Y[1])};
+  C.setOutput(0, C.input(0).Elt, Shape{S[0]});
+  C.setOutput(1, C.input(0).Elt, S);
+  return Error::success();
+}
+
+/// OneHot: integer indices, a last dimension of `depth` added.
+static Error shapeOneHot(InferContext &C) {
+  if (!isInteger(C.input(0).Elt))
+    return C.error("indices must be int32 or int64, got " +
+                   dtypeName(C.input(0).Elt));
+  int64_t Depth = C.attrs().getInt("depth");
+  if (Depth < 1 || Depth > Shape::MaxTensorElements)
+    return C.error("depth must be between 1 and 2^40, got " + Twine(Depth));
+  DType T = C.attrs().getType("dtype");
+  if (!isFloat(T))
+    return C.error("dtype must be float32 or float64, got " + dtypeName(T));
+  Shape S = C.input(0).Dims;
+  S.dims().push_back(Depth);
+  C.setOutput(0, T, S);
   return Error::success();
 }
 
@@ -1128,6 +1166,22 @@ static Error gradSSCE(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
   return Error::success();
 }
 
+/// The logits' gradient, dy times the backprop (softmax - labels). The
+/// labels get none, as in tf.losses.softmax_cross_entropy (which stops
+/// their gradient).
+static Error gradSCE(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
+                     MutableArrayRef<TensorRef> DX) {
+  if (DY[1])
+    return F.error("no gradient is defined for output 1 (the backprop) of "
+                   "SoftmaxCrossEntropy");
+  if (!B.needs(0))
+    return Error::success();
+  const Shape &L = shapeOf(F.getInput(0));
+  TensorRef G = B.reshape(DY[0], Shape{L[0], 1});
+  DX[0] = B.out(OpKind::Mul, {G, TensorRef(&F, 1)});
+  return Error::success();
+}
+
 static Error gradLogLoss(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                          MutableArrayRef<TensorRef> DX) {
   TensorRef P = F.getInput(0);
@@ -1453,6 +1507,19 @@ void registerAllOps(std::vector<OpDef> &Ops) {
       .outputs(2)
       .shape(shapeSSCE)
       .grad(gradSSCE);
+  Def(Ops, OpKind::SoftmaxCrossEntropy)
+      .inputs({"logits", "labels"})
+      .outputs(2)
+      .shape(shapeSCE)
+      .grad(gradSCE);
+  Def(Ops, OpKind::OneHot)
+      .inputs({"indices"})
+      .attr("depth", K::Int)
+      .attr("on_value", K::Float, Attr(1.0))
+      .attr("off_value", K::Float, Attr(0.0))
+      .attr("dtype", K::Type, Attr(DType::Float32))
+      .flags(OF_NoGradient)
+      .shape(shapeOneHot);
   Def(Ops, OpKind::LogLoss)
       .inputs({"predictions", "labels"})
       .attr("epsilon", K::Float, Attr(1e-7))

@@ -249,6 +249,15 @@ Status sliceBox(const KernelInfo &I, CopyBox &Box);
 /// elements are zeros.
 Status padBox(const KernelInfo &I, CopyBox &Box);
 
+/// Checks a SoftmaxCrossEntropy kernel (logits and labels of one float type
+/// and shape [N, C], a loss of N values and a backprop like the logits);
+/// fills \p N and \p C.
+Status softmaxCrossEntropyDims(const KernelInfo &I, int64_t &N, int64_t &C);
+/// Checks a OneHot kernel (integer indices, a float output of the indices'
+/// shape and a last dimension of 'depth'); fills \p N (the indices) and
+/// \p Depth.
+Status oneHotDims(const KernelInfo &I, int64_t &N, int64_t &Depth);
+
 enum class ConvMode { Forward, BackwardData, BackwardFilter };
 
 /// The checked shapes and window of a convolution kernel.

@@ -381,6 +381,20 @@ TEST(GradientCheck, ConcatSlicePad) {
                   {5, 6}});
 }
 
+TEST(GradientCheck, SoftmaxCrossEntropy) {
+  // Labels: smoothed one-hot rows, a constant (they get no gradient).
+  std::vector<double> Labels(12, 0.025);
+  for (int I = 0; I < 4; ++I)
+    Labels[size_t(I * 3 + I % 3)] = 0.95;
+  checkGradients({"SoftmaxCrossEntropy",
+                  {{"x", {4, 3}, -2, 2}},
+                  {{"labels", {4, 3}, "FLOAT64", Labels}},
+                  "node { name: \"xent\" op: \"SoftmaxCrossEntropy\" input: "
+                  "\"x\" input: \"labels\" }",
+                  "xent",
+                  {4}});
+}
+
 TEST(GradientCheck, MatMul) {
   for (int TA = 0; TA < 2; ++TA)
     for (int TB = 0; TB < 2; ++TB) {

@@ -299,13 +299,15 @@ Status cpu::concatBoxes(const KernelInfo &I, std::vector<CopyBox> &Boxes) {
   size_t A = size_t(Axis < 0 ? Axis + Rank : Axis);
   Boxes.clear();
   int64_t Offset = 0;
-  for (const TensorDesc &X : I.Inputs) {
+  for (size_t In = 0; In < I.Inputs.size(); ++In) {
+    const TensorDesc &X = I.Inputs[In];
     bool Ok = X.rank() == Y.rank();
     for (size_t K = 0; Ok && K < X.rank(); ++K)
       Ok = K == A || X.Shape[K] == Y.Shape[K];
     if (!Ok)
-      return Status::error("input " + X.str() + " does not match output " +
-                           Y.str() + " but along axis " + std::to_string(Axis));
+      return Status::error("input " + std::to_string(In) + " " + X.str() +
+                           " does not match output " + Y.str() +
+                           " but along axis " + std::to_string(Axis));
     std::vector<int64_t> At(X.rank(), 0), Zero(X.rank(), 0);
     At[A] = Offset;
     Boxes.push_back(makeBox(X.Shape, X.Shape, Zero, Y.Shape, At));
@@ -331,10 +333,15 @@ static Status checkBox(const TensorDesc &X, const std::vector<int64_t> &Begin,
   Dims.clear();
   for (size_t K = 0; K < X.rank(); ++K) {
     int64_t D = X.Shape[K];
-    if (Begin[K] < 0 || Begin[K] > D || Size[K] < -1 ||
+    if (Size[K] < -1)
+      return Status::error("size " + std::to_string(Size[K]) +
+                           " in dimension " + std::to_string(K) +
+                           " is invalid (-1 takes the rest)");
+    if (Begin[K] < 0 || Begin[K] > D ||
         (Size[K] >= 0 && Size[K] > D - Begin[K]))
       return Status::error("box at " + shapeStr(Begin) + " of size " +
-                           shapeStr(Size) + " is out of bounds of " + X.str());
+                           shapeStr(Size) + " is out of bounds of " + X.str() +
+                           " in dimension " + std::to_string(K));
     Dims.push_back(Size[K] >= 0 ? Size[K] : D - Begin[K]);
   }
   return Status::ok();
@@ -368,8 +375,8 @@ Status cpu::padBox(const KernelInfo &I, CopyBox &Box) {
     constexpr int64_t MaxPad = int64_t(1) << 40;
     if (P[2 * K] < 0 || P[2 * K + 1] < 0 || P[2 * K] > MaxPad ||
         P[2 * K + 1] > MaxPad)
-      return Status::error("paddings must be between 0 and 2^40, got " +
-                           shapeStr(P));
+      return Status::error("paddings " + shapeStr(P) + " of dimension " +
+                           std::to_string(K) + " must be between 0 and 2^40");
     Want.push_back(X.Shape[K] + P[2 * K] + P[2 * K + 1]);
     Before.push_back(P[2 * K]);
   }
@@ -378,6 +385,42 @@ Status cpu::padBox(const KernelInfo &I, CopyBox &Box) {
                          shapeStr(Want));
   Box = makeBox(X.Shape, X.Shape, std::vector<int64_t>(X.rank(), 0), Y.Shape,
                 Before);
+  return Status::ok();
+}
+
+Status cpu::softmaxCrossEntropyDims(const KernelInfo &I, int64_t &N,
+                                    int64_t &C) {
+  MDRT_RETURN_IF_ERROR(checkArity(I, 2, 2, 2));
+  const TensorDesc &X = I.Inputs[0], &Y = I.Inputs[1];
+  if (X.rank() != 2 || Y.Shape != X.Shape)
+    return Status::error("logits " + X.str() + " and labels " + Y.str() +
+                         " must have one shape [batch, classes]");
+  if (X.Type != DType::Float32 && X.Type != DType::Float64)
+    return Status::error("logits must be float32 or float64, got " + X.str());
+  MDRT_RETURN_IF_ERROR(checkTypes(I, {1}, {0, 1}, X.Type));
+  N = X.Shape[0];
+  C = X.Shape[1];
+  if (C < 1 && N > 0)
+    return Status::error("logits " + X.str() + " have no classes");
+  MDRT_RETURN_IF_ERROR(checkElements(I, I.Outputs[0], N, "output"));
+  return checkElements(I, I.Outputs[1], X.numElements(), "output");
+}
+
+Status cpu::oneHotDims(const KernelInfo &I, int64_t &N, int64_t &Depth) {
+  MDRT_RETURN_IF_ERROR(checkArity(I, 1, 1, 1));
+  const TensorDesc &X = I.Inputs[0], &Y = I.Outputs[0];
+  if (X.Type != DType::Int32 && X.Type != DType::Int64)
+    return Status::error("indices must be int32 or int64, got " + X.str());
+  if (Y.Type != DType::Float32 && Y.Type != DType::Float64)
+    return Status::error("output must be float32 or float64, got " + Y.str());
+  Depth = I.Attrs.getInt("depth");
+  std::vector<int64_t> Want = X.Shape;
+  Want.push_back(Depth);
+  if (Depth < 1 || Y.Shape != Want)
+    return Status::error("output " + Y.str() + " is not " + X.str() +
+                         " with a last dimension of depth " +
+                         std::to_string(Depth));
+  N = X.numElements();
   return Status::ok();
 }
 

@@ -4,7 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// SparseSoftmaxCrossEntropy, LogLoss, LogLossGrad and Accuracy.
+// SparseSoftmaxCrossEntropy, SoftmaxCrossEntropy, OneHot, LogLoss,
+// LogLossGrad and Accuracy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -142,6 +143,109 @@ KernelOr createSsce(const KernelInfo &I) {
                : wrap(std::make_unique<SsceKernel<double, int32_t>>(I.Name, N,
                                                                     C, T));
   return typeError(I, X.Type);
+}
+
+//===----------------------------------------------------------------------===//
+// SoftmaxCrossEntropy and OneHot
+//===----------------------------------------------------------------------===//
+
+/// loss[i] = sum_j y_ij (logsumexp(x_i) - x_ij); backprop = softmax - y,
+/// with SparseSoftmaxCrossEntropy's rounding (sums in double).
+template <typename T> class SceKernel : public Kernel {
+public:
+  SceKernel(int64_t N, int64_t C, int Threads) : N(N), C(C), Threads(Threads) {}
+
+  void run(const ExecContext &Ctx) override {
+    const T *X = static_cast<const T *>(Ctx.In[0]);
+    const T *Y = static_cast<const T *>(Ctx.In[1]);
+    T *Loss = static_cast<T *>(Ctx.Out[0]);
+    T *Back = static_cast<T *>(Ctx.Out[1]);
+    const int64_t NC = C;
+    if (!NC)
+      return;
+    parallelFor(N, std::max<int64_t>(1, GrainExpensive / NC), Threads,
+                [&](int64_t B, int64_t E) {
+                  for (int64_t I = B; I < E; ++I)
+                    row(X + I * NC, Y + I * NC, Loss[I], Back + I * NC);
+                });
+  }
+
+private:
+  void row(const T *XR, const T *YR, T &Loss, T *BR) const {
+    T Max = XR[0];
+    for (int64_t J = 1; J < C; ++J)
+      Max = XR[J] > Max ? XR[J] : Max;
+    double Sum = 0;
+    for (int64_t J = 0; J < C; ++J) {
+      BR[J] = softmaxExp(XR[J] - Max);
+      Sum += double(BR[J]);
+    }
+    const double LogSum = std::log(Sum);
+    double L = 0;
+    for (int64_t J = 0; J < C; ++J)
+      L += double(YR[J]) * (LogSum + (double(Max) - double(XR[J])));
+    Loss = T(L);
+    const double Inv = 1.0 / Sum;
+    for (int64_t J = 0; J < C; ++J)
+      BR[J] = T(double(BR[J]) * Inv) - YR[J];
+  }
+
+  int64_t N, C;
+  int Threads;
+};
+
+KernelOr createSce(const KernelInfo &I) {
+  int64_t N = 0, C = 0;
+  MDRT_RETURN_IF_ERROR(softmaxCrossEntropyDims(I, N, C));
+  if (I.Inputs[0].Type == DType::Float32)
+    return wrap(std::make_unique<SceKernel<float>>(N, C, I.NumThreads));
+  return wrap(std::make_unique<SceKernel<double>>(N, C, I.NumThreads));
+}
+
+/// Each index a row of off values with the on value at the index; an index
+/// outside [0, depth) gives a row of off values (as TensorFlow's).
+template <typename T, typename Idx> class OneHotKernel : public Kernel {
+public:
+  OneHotKernel(int64_t N, int64_t Depth, T On, T Off, int Threads)
+      : N(N), Depth(Depth), On(On), Off(Off), Threads(Threads) {}
+
+  void run(const ExecContext &Ctx) override {
+    const Idx *X = static_cast<const Idx *>(Ctx.In[0]);
+    T *Y = static_cast<T *>(Ctx.Out[0]);
+    parallelFor(N, std::max<int64_t>(1, GrainCheap / Depth), Threads,
+                [&](int64_t B, int64_t E) {
+                  for (int64_t I = B; I < E; ++I) {
+                    T *Row = Y + I * Depth;
+                    std::fill(Row, Row + Depth, Off);
+                    int64_t K = int64_t(X[I]);
+                    if (K >= 0 && K < Depth)
+                      Row[K] = On;
+                  }
+                });
+  }
+
+private:
+  int64_t N, Depth;
+  T On, Off;
+  int Threads;
+};
+
+KernelOr createOneHot(const KernelInfo &I) {
+  int64_t N = 0, Depth = 0;
+  MDRT_RETURN_IF_ERROR(oneHotDims(I, N, Depth));
+  double On = I.Attrs.getFloat("on_value", 1.0),
+         Off = I.Attrs.getFloat("off_value", 0.0);
+  bool I64 = I.Inputs[0].Type == DType::Int64;
+  int T = I.NumThreads;
+  if (I.Outputs[0].Type == DType::Float32)
+    return I64 ? wrap(std::make_unique<OneHotKernel<float, int64_t>>(
+                     N, Depth, float(On), float(Off), T))
+               : wrap(std::make_unique<OneHotKernel<float, int32_t>>(
+                     N, Depth, float(On), float(Off), T));
+  return I64 ? wrap(std::make_unique<OneHotKernel<double, int64_t>>(N, Depth,
+                                                                    On, Off, T))
+             : wrap(std::make_unique<OneHotKernel<double, int32_t>>(
+                   N, Depth, On, Off, T));
 }
 
 //===----------------------------------------------------------------------===//
@@ -285,6 +389,8 @@ KernelOr createAccuracy(const KernelInfo &I) {
 
 void cpu::registerLossKernels(KernelRegistry &R) {
   R.add(DeviceKind::CPU, "SparseSoftmaxCrossEntropy", createSsce);
+  R.add(DeviceKind::CPU, "SoftmaxCrossEntropy", createSce);
+  R.add(DeviceKind::CPU, "OneHot", createOneHot);
   R.add(DeviceKind::CPU, "LogLoss", createLogLoss);
   R.add(DeviceKind::CPU, "LogLossGrad", createLogLossGrad);
   R.add(DeviceKind::CPU, "Accuracy", createAccuracy);

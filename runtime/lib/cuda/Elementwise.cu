@@ -591,6 +591,25 @@ __global__ void refSsceKernel(const T *X, const L *Labels, T *Loss, T *Back,
   }
 }
 
+/// SoftmaxCrossEntropy: one thread a row, in the CPU's order.
+template <typename T>
+__global__ void sceKernel(const T *X, const T *Y, T *Loss, T *Back,
+                          int64_t Rows, int64_t Cols) {
+  GRID_STRIDE(R, Rows) {
+    Loss[R] = refSceRow(X + R * Cols, Y + R * Cols, Back + R * Cols, Cols);
+  }
+}
+
+/// OneHot: one thread an element of the output.
+template <typename T, typename Idx>
+__global__ void oneHotKernel(const Idx *X, T *Y, int64_t N, int64_t Depth, T On,
+                             T Off) {
+  GRID_STRIDE(I, N * Depth) {
+    int64_t K = int64_t(X[I / Depth]);
+    Y[I] = K == I % Depth ? On : Off;
+  }
+}
+
 /// Blocks for the WARP_ROW_STRIDE kernels: a warp a row, capped like gridFor
 /// (the kernels' loops take the rows past the cap).
 inline unsigned rowBlocks(int64_t Rows) { return gridFor(Rows, RowsPerBlock); }
@@ -743,6 +762,65 @@ KernelOr createSsce(const KernelInfo &I) {
     if (L64)
       return makeSsce<E, int64_t>(I, N, C);
     return makeSsce<E, int32_t>(I, N, C);
+  });
+}
+
+template <typename T> class SceKernel : public CudaKernel {
+public:
+  SceKernel(int64_t N, int64_t C) : N(N), C(C) {}
+  void run(const ExecContext &E) override {
+    if (!N || !C)
+      return;
+    sceKernel<T><<<gridFor(N), 256, 0, Ctx->Stream>>>(
+        static_cast<const T *>(E.In[0]), static_cast<const T *>(E.In[1]),
+        static_cast<T *>(E.Out[0]), static_cast<T *>(E.Out[1]), N, C);
+    Ctx->checkLaunch("SoftmaxCrossEntropy");
+  }
+
+private:
+  int64_t N, C;
+};
+
+KernelOr createSce(const KernelInfo &I) {
+  int64_t N = 0, C = 0;
+  MDRT_RETURN_IF_ERROR(cpu::softmaxCrossEntropyDims(I, N, C));
+  return dispatch<true>(I.Inputs[0].Type, [&](auto *Tag) -> KernelOr {
+    using E = std::remove_pointer_t<decltype(Tag)>;
+    return finish(std::make_unique<SceKernel<E>>(N, C));
+  });
+}
+
+template <typename T, typename Idx> class OneHotKernel : public CudaKernel {
+public:
+  OneHotKernel(int64_t N, int64_t Depth, T On, T Off)
+      : N(N), Depth(Depth), On(On), Off(Off) {}
+  void run(const ExecContext &C) override {
+    if (!N)
+      return;
+    oneHotKernel<T, Idx><<<gridFor(N * Depth), 256, 0, Ctx->Stream>>>(
+        static_cast<const Idx *>(C.In[0]), static_cast<T *>(C.Out[0]), N, Depth,
+        On, Off);
+    Ctx->checkLaunch("OneHot");
+  }
+
+private:
+  int64_t N, Depth;
+  T On, Off;
+};
+
+KernelOr createOneHot(const KernelInfo &I) {
+  int64_t N = 0, Depth = 0;
+  MDRT_RETURN_IF_ERROR(cpu::oneHotDims(I, N, Depth));
+  double On = I.Attrs.getFloat("on_value", 1.0),
+         Off = I.Attrs.getFloat("off_value", 0.0);
+  bool I64 = I.Inputs[0].Type == DType::Int64;
+  return dispatch<true>(I.Outputs[0].Type, [&](auto *Tag) -> KernelOr {
+    using E = std::remove_pointer_t<decltype(Tag)>;
+    if (I64)
+      return finish(
+          std::make_unique<OneHotKernel<E, int64_t>>(N, Depth, E(On), E(Off)));
+    return finish(
+        std::make_unique<OneHotKernel<E, int32_t>>(N, Depth, E(On), E(Off)));
   });
 }
 
@@ -1341,6 +1419,8 @@ void cuda::registerElementwiseKernels(KernelRegistry &R) {
   R.add(GPU, "Pad", createPad);
   R.add(GPU, "Cast", createCast);
   R.add(GPU, "SparseSoftmaxCrossEntropy", createSsce);
+  R.add(GPU, "SoftmaxCrossEntropy", createSce);
+  R.add(GPU, "OneHot", createOneHot);
   R.add(GPU, "LogLoss", createLogLoss);
   R.add(GPU, "LogLossGrad", createLogLossGrad);
   R.add(GPU, "Accuracy", createAccuracy);

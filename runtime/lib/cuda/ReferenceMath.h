@@ -330,6 +330,28 @@ MDRT_HOST_DEVICE inline T refSsceRow(const T *X, int64_t Label, T *Back,
   return Loss;
 }
 
+/// One row of SoftmaxCrossEntropy (lib/cpu/Loss.cpp): \p Back gets
+/// softmax - y; returns the loss, the sum over the classes of
+/// y (log(sum) + max - x) in double. The GPU's only kernel of the op.
+template <typename T>
+MDRT_HOST_DEVICE inline T refSceRow(const T *X, const T *Y, T *Back,
+                                    int64_t N) {
+  const T Max = refRowMax(X, N);
+  double Sum = 0;
+  for (int64_t J = 0; J < N; ++J) {
+    Back[J] = refSoftmaxExp<T>(X[J] - Max);
+    Sum += double(Back[J]);
+  }
+  const double LogSum = refLog(Sum);
+  double L = 0;
+  for (int64_t J = 0; J < N; ++J)
+    L += double(Y[J]) * (LogSum + (double(Max) - double(X[J])));
+  const double Inv = 1.0 / Sum;
+  for (int64_t J = 0; J < N; ++J)
+    Back[J] = T(double(Back[J]) * Inv) - Y[J];
+  return T(L);
+}
+
 } // namespace cuda
 } // namespace mdrt
 

@@ -57,6 +57,8 @@ const std::map<std::string, Signature, std::less<>> &signatures() {
       {"Tanh", {1, 1, 1, 1}},
       {"Softmax", {1, 1, 1, 1}},
       {"SparseSoftmaxCrossEntropy", {2, 2, 2, 2}},
+      {"SoftmaxCrossEntropy", {2, 2, 2, 2}},
+      {"OneHot", {1, 1, 1, 1}},
       {"LogLoss", {2, 2, 1, 1}},
       {"L2Loss", {1, 1, 1, 1}},
       {"Mean", {1, 1, 1, 1}},

@@ -46,6 +46,105 @@ TEST(CpuKernels, SparseSoftmaxCrossEntropy) {
       }
 }
 
+TEST(CpuKernels, SoftmaxCrossEntropyOfADistribution) {
+  Rng G;
+  for (DType T : FloatTypes)
+    for (Shape S : {Shape{1, 1}, Shape{4, 3}, Shape{3000, 17}}) {
+      int64_t N = S[0], C = S[1];
+      TT X = G.tensor(T, S, -4, 4);
+      X.V[0] = 500; // Needs the max subtracted.
+      // Label rows that sum to one (smoothed one-hot rows, and spread).
+      TT Y = G.tensor(T, S, 0, 1);
+      for (int64_t I = 0; I < N; ++I) {
+        double Sum = 0;
+        for (int64_t J = 0; J < C; ++J)
+          Sum += Y.V[size_t(I * C + J)];
+        for (int64_t J = 0; J < C; ++J)
+          Y.V[size_t(I * C + J)] = roundTo(T, Y.V[size_t(I * C + J)] / Sum);
+      }
+      OpRunner R("SoftmaxCrossEntropy");
+      R.input(X).input(Y).output(T, {N}).output(T, S).threads(2).run();
+      std::vector<double> Loss(size_t(N), 0), Back(size_t(N * C));
+      for (int64_t I = 0; I < N; ++I) {
+        const double *XR = &X.V[size_t(I * C)];
+        double Max = XR[0], Sum = 0;
+        for (int64_t J = 0; J < C; ++J)
+          Max = std::max(Max, XR[J]);
+        for (int64_t J = 0; J < C; ++J)
+          Sum += std::exp(XR[J] - Max);
+        for (int64_t J = 0; J < C; ++J) {
+          double YJ = Y.V[size_t(I * C + J)];
+          Loss[size_t(I)] += YJ * (Max + std::log(Sum) - XR[J]);
+          Back[size_t(I * C + J)] = std::exp(XR[J] - Max) / Sum - YJ;
+        }
+      }
+      std::string What = std::string(dtypeName(T)) + " N " + std::to_string(N);
+      expectClose(R.out(0), Loss, T, {}, "loss " + What);
+      expectClose(R.out(1), Back, T, {}, "backprop " + What);
+    }
+}
+
+// With one-hot labels the dense loss is the sparse one, to the bit: the
+// same sums in the same order, and adding zero times a finite value.
+TEST(CpuKernels, SoftmaxCrossEntropyOfOneHotRowsIsTheSparseOne) {
+  Rng G;
+  for (DType T : FloatTypes) {
+    int64_t N = 64, C = 10;
+    TT X = G.tensor(T, {N, C}, -6, 6);
+    TT Lab = G.tensor(DType::Int64, {N}, 0, C - 1);
+    OpRunner H("OneHot");
+    H.attr("depth", C).attr("dtype", T).input(Lab).output(T, {N, C}).run();
+    OpRunner D("SoftmaxCrossEntropy");
+    D.input(X).input(TT(T, {N, C}, H.out(0))).output(T, {N}).output(T, {N, C});
+    D.run();
+    OpRunner S("SparseSoftmaxCrossEntropy");
+    S.input(X).input(Lab).output(T, {N}).output(T, {N, C}).run();
+    expectEqual(D.out(0), S.out(0), std::string("loss ") + dtypeName(T));
+    expectEqual(D.out(1), S.out(1), std::string("backprop ") + dtypeName(T));
+  }
+}
+
+TEST(CpuKernels, OneHotRows) {
+  for (DType T : FloatTypes)
+    for (DType I : {DType::Int32, DType::Int64}) {
+      // Indices outside [0, depth) give rows of off values.
+      TT X(I, {2, 3}, {0, 3, -1, 2, 4, 1});
+      OpRunner R("OneHot");
+      R.attr("depth", int64_t(4))
+          .attr("on_value", 0.925)
+          .attr("off_value", 0.025)
+          .attr("dtype", T)
+          .input(X)
+          .output(T, {2, 3, 4})
+          .run();
+      const double O = roundTo(T, 0.925), F = roundTo(T, 0.025);
+      expectEqual(R.out(0), {O, F, F, F, F, F, F, O, F, F, F, F,
+                             F, F, O, F, F, F, F, F, F, O, F, F},
+                  std::string(dtypeName(T)) + " " + dtypeName(I));
+    }
+  OpRunner Bad("OneHot");
+  Bad.attr("depth", int64_t(4))
+      .input(TT(DType::Int32, {2}, {0, 1}))
+      .output(DType::Float32, {2, 5});
+  EXPECT_EQ(Bad.create(), "node 'test/OneHot' (OneHot): output float32[2,5] is "
+                          "not int32[2] with a last dimension of depth 4");
+  OpRunner Float("OneHot");
+  Float.attr("depth", int64_t(2))
+      .input(TT(DType::Float32, {2}, {0, 1}))
+      .output(DType::Float32, {2, 2});
+  EXPECT_EQ(Float.create(), "node 'test/OneHot' (OneHot): indices must be "
+                            "int32 or int64, got float32[2]");
+  OpRunner Shapes("SoftmaxCrossEntropy");
+  Shapes.input(TT(DType::Float32, {2, 3}, {0, 0, 0, 0, 0, 0}))
+      .input(TT(DType::Float32, {2, 2}, {0, 0, 0, 0}))
+      .output(DType::Float32, {2})
+      .output(DType::Float32, {2, 3});
+  EXPECT_EQ(Shapes.create(),
+            "node 'test/SoftmaxCrossEntropy' (SoftmaxCrossEntropy): logits "
+            "float32[2,3] and labels float32[2,2] must have one shape "
+            "[batch, classes]");
+}
+
 TEST(CpuKernels, SparseSoftmaxCrossEntropyBadLabelFailsTheStep) {
   TT X(DType::Float32, {3, 2}, {1, 2, 3, 4, 5, 6});
   TT Lab(DType::Int32, {3}, {1, 2, -1});

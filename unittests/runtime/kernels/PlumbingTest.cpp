@@ -39,6 +39,8 @@ TEST(CpuKernelRegistry, EveryComputeOpHasAKernel) {
                        "Tanh",
                        "Softmax",
                        "SparseSoftmaxCrossEntropy",
+                       "SoftmaxCrossEntropy",
+                       "OneHot",
                        "LogLoss",
                        "L2Loss",
                        "Mean",
@@ -231,7 +233,15 @@ TEST(CpuKernels, SliceTakesItsBox) {
       .input(G.tensor(DType::Float32, {4, 3}))
       .output(DType::Float32, {3, 3});
   EXPECT_EQ(Out.create(), "node 'test/Slice' (Slice): box at [1,0] of size "
-                          "[4,-1] is out of bounds of float32[4,3]");
+                          "[4,-1] is out of bounds of float32[4,3] in "
+                          "dimension 0");
+  OpRunner Size("Slice");
+  Size.attr("begin", std::vector<int64_t>{1, 0})
+      .attr("size", std::vector<int64_t>{1, -3})
+      .input(G.tensor(DType::Float32, {4, 3}))
+      .output(DType::Float32, {1, 3});
+  EXPECT_EQ(Size.create(), "node 'test/Slice' (Slice): size -3 in dimension 1 "
+                           "is invalid (-1 takes the rest)");
   OpRunner Shape2("Slice");
   Shape2.attr("begin", std::vector<int64_t>{1, 0})
       .attr("size", std::vector<int64_t>{2, -1})
@@ -279,8 +289,8 @@ TEST(CpuKernels, PadSurroundsWithZeros) {
   Bad.attr("paddings", std::vector<int64_t>{1, -1})
       .input(G.tensor(DType::Float32, {4}))
       .output(DType::Float32, {4});
-  EXPECT_EQ(Bad.create(), "node 'test/Pad' (Pad): paddings must be between 0 "
-                          "and 2^40, got [1,-1]");
+  EXPECT_EQ(Bad.create(), "node 'test/Pad' (Pad): paddings [1,-1] of "
+                          "dimension 0 must be between 0 and 2^40");
   OpRunner Out("Pad");
   Out.attr("paddings", std::vector<int64_t>{1, 1})
       .input(G.tensor(DType::Float32, {4}))
@@ -342,9 +352,9 @@ TEST(CpuKernels, ConcatJoinsAlongItsAxis) {
       .input(G.tensor(DType::Float32, {2, 3}))
       .input(G.tensor(DType::Float32, {1, 2}))
       .output(DType::Float32, {3, 3});
-  EXPECT_EQ(Other.create(), "node 'test/Concat' (Concat): input float32[1,2] "
-                            "does not match output float32[3,3] but along "
-                            "axis 0");
+  EXPECT_EQ(Other.create(), "node 'test/Concat' (Concat): input 1 "
+                            "float32[1,2] does not match output float32[3,3] "
+                            "but along axis 0");
   OpRunner Axis("Concat");
   Axis.attr("axis", int64_t(2))
       .input(G.tensor(DType::Float32, {2, 3}))

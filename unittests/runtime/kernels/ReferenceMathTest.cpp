@@ -382,6 +382,17 @@ template <typename T> void checkRows(Rng &G, DType Ty, int64_t N, int64_t C) {
   expectSameBits(Loss, L.out(0), "SparseSoftmaxCrossEntropy loss " + What);
   expectSameBits(Back, L.out(1), "SparseSoftmaxCrossEntropy backprop " + What);
 
+  // Dense labels: rows of a distribution.
+  TT Dist = G.tensor(Ty, {N, C}, 0, 1);
+  const std::vector<T> DistT = asT<T>(Dist.V);
+  OpRunner D("SoftmaxCrossEntropy");
+  D.input(X).input(Dist).output(Ty, {N}).output(Ty, {N, C}).run();
+  for (int64_t R = 0; R < N; ++R)
+    Loss[size_t(R)] = cuda::refSceRow(XT.data() + R * C, DistT.data() + R * C,
+                                      Back.data() + R * C, C);
+  expectSameBits(Loss, D.out(0), "SoftmaxCrossEntropy loss " + What);
+  expectSameBits(Back, D.out(1), "SoftmaxCrossEntropy backprop " + What);
+
   TT Dy = G.tensor(Ty, {N, C});
   const std::vector<T> DyT = asT<T>(Dy.V);
   OpRunner Sg("SoftmaxGrad"); // y, dy.
