@@ -962,11 +962,10 @@ static Error gradConcat(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
   unsigned A = unsigned(Axis < 0 ? Axis + Rank : Axis);
   int64_t Offset = 0;
   for (unsigned I = 0; I < F.getNumInputs(); ++I) {
+    // build-gradients runs once replicate-clones fixed the batch: every
+    // size is known.
     int64_t Len = shapeOf(F.getInput(I))[A];
-    if (Len < 0)
-      return F.error("gradient of Concat needs the inputs' sizes along axis " +
-                     Twine(Axis) + ", got " + shapeOf(F.getInput(I)).str() +
-                     " for input " + Twine(I));
+    assert(Len >= 0 && "a Concat input of unknown size in build-gradients");
     if (B.needs(I)) {
       std::vector<int64_t> Begin(Rank, 0), Size(Rank, -1);
       Begin[A] = Offset;
@@ -984,10 +983,9 @@ static Error gradSlice(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                        MutableArrayRef<TensorRef> DX) {
   const Shape &In = shapeOf(F.getInput(0)), &Out = shapeOf(TensorRef(&F, 0));
   std::vector<int64_t> Begin = F.attrs().getInts("begin"), P;
+  assert(In.isFullyDefined() && Out.isFullyDefined() &&
+         "a Slice of unknown shape in build-gradients");
   for (unsigned D = 0; D < In.rank(); ++D) {
-    if (In[D] < 0 || Out[D] < 0)
-      return F.error("gradient of Slice needs known shapes, got " + In.str() +
-                     " sliced to " + Out.str());
     P.push_back(Begin[D]);
     P.push_back(In[D] - Begin[D] - Out[D]);
   }
@@ -1000,10 +998,8 @@ static Error gradPad(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                      MutableArrayRef<TensorRef> DX) {
   const Shape &In = shapeOf(F.getInput(0));
   std::vector<int64_t> P = F.attrs().getInts("paddings"), Begin, Size;
+  assert(In.isFullyDefined() && "a Pad of unknown shape in build-gradients");
   for (unsigned D = 0; D < In.rank(); ++D) {
-    if (In[D] < 0)
-      return F.error("gradient of Pad needs a known input shape, got " +
-                     In.str());
     Begin.push_back(P[2 * D]);
     Size.push_back(In[D]);
   }

@@ -260,8 +260,8 @@ TEST(GradientCheck, Broadcasting) {
 }
 
 /// Compiles \p C for one SGD step with learning rate 1 on the CPU, sets its
-/// variables a and b to \p AV and \p BV, runs the step and returns their
-/// new values.
+/// variables a and b to \p AV and \p BV, runs the step and reads their new
+/// values into \p AN and \p BN (call it in ASSERT_NO_FATAL_FAILURE).
 void stepAB(const Case &C, const std::vector<double> &AV,
             const std::vector<double> &BV, std::vector<double> &AN,
             std::vector<double> &BN) {
@@ -300,10 +300,12 @@ TEST(GradientCheck, MaximumAndMinimumTiesGoToTheFirstInput) {
   const std::vector<double> R = pseudoRandom(4, 99);
   std::vector<double> AN, BN;
   // Elements 0 and 2 tie, 1 has b larger, 3 has a larger.
-  stepAB(binary("Maximum", {4}, {4}, {4}), AV, BV, AN, BN);
+  ASSERT_NO_FATAL_FAILURE(
+      stepAB(binary("Maximum", {4}, {4}, {4}), AV, BV, AN, BN));
   EXPECT_EQ(AN, (std::vector<double>{0.5 - R[0], 0.25, -1 - R[2], 2 - R[3]}));
   EXPECT_EQ(BN, (std::vector<double>{0.5, 0.75 - R[1], -1, 1}));
-  stepAB(binary("Minimum", {4}, {4}, {4}), AV, BV, AN, BN);
+  ASSERT_NO_FATAL_FAILURE(
+      stepAB(binary("Minimum", {4}, {4}, {4}), AV, BV, AN, BN));
   EXPECT_EQ(AN, (std::vector<double>{0.5 - R[0], 0.25 - R[1], -1 - R[2], 2}));
   EXPECT_EQ(BN, (std::vector<double>{0.5, 0.75, -1, 1 - R[3]}));
 }
@@ -333,13 +335,13 @@ TEST(GradientCheck, MaximumAndMinimumGradientsOfNonFiniteValues) {
     const std::vector<double> AV = {Max ? 0.25 : 0.75, NaN, 1, Max ? 2 : 0.5},
                               BV = {Max ? 0.75 : 0.25, 0.5, NaN, 1};
     std::vector<double> AN, BN;
-    stepAB(C, AV, BV, AN, BN);
+    ASSERT_NO_FATAL_FAILURE(stepAB(C, AV, BV, AN, BN));
+    // (The NaN inputs stay NaN whatever their gradient: what counts is
+    // that the other input's is none.)
     EXPECT_EQ(AN[0], AV[0]);
     EXPECT_EQ(BN[0], MinusInfR0);
-    EXPECT_TRUE(std::isnan(AN[1]));
     EXPECT_EQ(BN[1], 0.5 - R[1]);
     EXPECT_EQ(AN[2], 1);
-    EXPECT_TRUE(std::isnan(BN[2]));
     EXPECT_EQ(AN[3], AV[3] - R[3]);
     EXPECT_EQ(BN[3], 1);
   }

@@ -87,6 +87,17 @@ public:
       int64_t Run = B.Dims[R - 1];
       int64_t Rows = Run ? B.elements() / Run : 0;
       size_t RunBytes = size_t(Run) * ElemSize;
+      if (Rows == 1) {
+        // One contiguous run (Concat along the first axis, a Slice of
+        // whole rows): split its bytes, as a plain copy does.
+        char *D = Dst + size_t(B.DstOffset) * ElemSize;
+        const char *S = Src + size_t(B.SrcOffset) * ElemSize;
+        parallelFor(int64_t(RunBytes), int64_t(1) << 20, Threads,
+                    [&](int64_t Begin, int64_t End) {
+                      std::memcpy(D + Begin, S + Begin, size_t(End - Begin));
+                    });
+        continue;
+      }
       // Rows are independent: split them over the threads when there are
       // enough bytes.
       int64_t Grain = std::max<int64_t>(1, (int64_t(1) << 16) /

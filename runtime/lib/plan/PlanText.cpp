@@ -24,7 +24,8 @@
 //
 // The transfers and all-reduce lines sum what a step moves: every Recv
 // (with the Send of its channel) by source and destination device, and
-// the inputs of each collective group's first participant.
+// the inputs of each collective group's first participant; `replicas=W`
+// when the group's all-reduces also sum across W worker processes.
 //
 // A collective that spans several worker processes (mirrored, num_replicas
 // W > 1) ends with their number, W; within one process it has none:
@@ -175,6 +176,7 @@ static void printTraffic(const fb::Plan &P, const fb::Program &Prog,
       }
   struct Sum {
     uint64_t Tensors = 0, Bytes = 0, Buckets = 0, Devices = 0;
+    int Replicas = 1;
   };
   std::map<std::pair<uint32_t, uint32_t>, Sum> Transfers;
   for (const auto &[K, Dev] : Kernels) {
@@ -198,6 +200,7 @@ static void printTraffic(const fb::Plan &P, const fb::Program &Prog,
   for (const fb::Collective *C : *Prog.collectives()) {
     Sum &S = Groups[C->group() ? C->group()->str() : ""];
     ++S.Buckets;
+    S.Replicas = std::max(S.Replicas, C->replicas());
     if (!C->kernels() || !C->kernels()->size())
       continue;
     S.Devices = std::max<uint64_t>(S.Devices, C->kernels()->size());
@@ -209,11 +212,14 @@ static void printTraffic(const fb::Plan &P, const fb::Program &Prog,
       S.Bytes += BytesOf(B);
     }
   }
-  for (const auto &[Group, S] : Groups)
+  for (const auto &[Group, S] : Groups) {
     OS << "  all-reduce " << Group << " buckets=" << S.Buckets
-       << " devices=" << S.Devices << " tensors=" << S.Tensors
-       << " bytes=" << S.Bytes << " (" << formatBytes(S.Bytes)
-       << ") per device\n";
+       << " devices=" << S.Devices;
+    if (S.Replicas != 1)
+      OS << " replicas=" << S.Replicas;
+    OS << " tensors=" << S.Tensors << " bytes=" << S.Bytes << " ("
+       << formatBytes(S.Bytes) << ") per device\n";
+  }
 }
 
 void mdrt::printPlanText(const fb::Plan &P, std::ostream &OS) {

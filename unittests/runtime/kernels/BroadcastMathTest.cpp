@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelChecks.h"
 #include "cuda/Broadcast.h"
 
 #include "KernelTestUtil.h"
@@ -127,6 +128,79 @@ TEST(CudaBroadcastMath, RejectsShapesThatDoNotBroadcast) {
   Bcast P;
   Status S = cuda::planBroadcast({2, 3}, {2, 3}, {4}, P);
   EXPECT_EQ(S.message(), "cannot broadcast [4] to [2,3]");
+}
+
+//===----------------------------------------------------------------------===//
+// Box copies (Concat, Slice, Pad): the plans both backends walk
+//===----------------------------------------------------------------------===//
+
+KernelInfo boxInfo(const std::string &Op, std::vector<TensorDesc> In,
+                   TensorDesc Out) {
+  KernelInfo I;
+  I.Op = Op;
+  I.Name = "test/" + Op;
+  I.Inputs = std::move(In);
+  I.Outputs = {std::move(Out)};
+  return I;
+}
+
+TEST(CopyBoxPlan, MergesContiguousDimensions) {
+  // Rows 1..2 of a [4,5,6]: one contiguous run of 60.
+  KernelInfo I = boxInfo("Slice", {{DType::Float32, {4, 5, 6}}},
+                         {DType::Float32, {2, 5, 6}});
+  I.Attrs.set("begin", std::vector<int64_t>{1, 0, 0});
+  I.Attrs.set("size", std::vector<int64_t>{2, -1, -1});
+  cpu::CopyBox B;
+  ASSERT_TRUE(cpu::sliceBox(I, B).isOk());
+  EXPECT_EQ(B.Dims, (std::vector<int64_t>{60}));
+  EXPECT_EQ(B.SrcStrides, (std::vector<int64_t>{1}));
+  EXPECT_EQ(B.DstStrides, (std::vector<int64_t>{1}));
+  EXPECT_EQ(B.SrcOffset, 30);
+  EXPECT_EQ(B.DstOffset, 0);
+  // Columns 2..4 of every row: rows of 3, strided on the source.
+  I.Attrs.set("begin", std::vector<int64_t>{0, 0, 2});
+  I.Attrs.set("size", std::vector<int64_t>{-1, -1, 3});
+  I.Outputs[0].Shape = {4, 5, 3};
+  ASSERT_TRUE(cpu::sliceBox(I, B).isOk());
+  EXPECT_EQ(B.Dims, (std::vector<int64_t>{20, 3}));
+  EXPECT_EQ(B.SrcStrides, (std::vector<int64_t>{6, 1}));
+  EXPECT_EQ(B.DstStrides, (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(B.SrcOffset, 2);
+  // The last column: a strided run of one element.
+  I.Attrs.set("begin", std::vector<int64_t>{0, 0, 5});
+  I.Attrs.set("size", std::vector<int64_t>{-1, -1, 1});
+  I.Outputs[0].Shape = {4, 5, 1};
+  ASSERT_TRUE(cpu::sliceBox(I, B).isOk());
+  EXPECT_EQ(B.Dims, (std::vector<int64_t>{20, 1}));
+  EXPECT_EQ(B.SrcStrides, (std::vector<int64_t>{6, 1}));
+  EXPECT_EQ(B.DstStrides, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(B.SrcOffset, 5);
+  EXPECT_EQ(B.elements(), 20);
+}
+
+TEST(CopyBoxPlan, ConcatAndPadPlaceTheirInputs) {
+  KernelInfo C = boxInfo(
+      "Concat",
+      {{DType::Int64, {2, 3}}, {DType::Int64, {2, 0}}, {DType::Int64, {2, 4}}},
+      {DType::Int64, {2, 7}});
+  C.Attrs.set("axis", int64_t(-1));
+  std::vector<cpu::CopyBox> Boxes;
+  ASSERT_TRUE(cpu::concatBoxes(C, Boxes).isOk());
+  ASSERT_EQ(Boxes.size(), 3u);
+  EXPECT_EQ(Boxes[0].Dims, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(Boxes[0].DstStrides, (std::vector<int64_t>{7, 1}));
+  EXPECT_EQ(Boxes[0].DstOffset, 0);
+  EXPECT_EQ(Boxes[1].elements(), 0);
+  EXPECT_EQ(Boxes[2].Dims, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(Boxes[2].SrcStrides, (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(Boxes[2].DstOffset, 3);
+  KernelInfo P = boxInfo("Pad", {{DType::Bool, {2, 3}}}, {DType::Bool, {5, 3}});
+  P.Attrs.set("paddings", std::vector<int64_t>{1, 2, 0, 0});
+  cpu::CopyBox B;
+  ASSERT_TRUE(cpu::padBox(P, B).isOk());
+  // Whole rows: one run of 6 at row 1.
+  EXPECT_EQ(B.Dims, (std::vector<int64_t>{6}));
+  EXPECT_EQ(B.DstOffset, 3);
 }
 
 } // namespace

@@ -363,6 +363,74 @@ TEST(CpuKernels, ConcatJoinsAlongItsAxis) {
                            "range for float32[2,3]");
 }
 
+// Large copies on two threads: rows split between them (Pad, Concat along
+// the last axis), and single runs split by bytes (Concat along the first).
+TEST(CpuKernels, BoxCopiesOnTwoThreads) {
+  Rng G;
+  TT A = G.tensor(DType::Float32, {400, 300}),
+     B = G.tensor(DType::Float32, {400, 200});
+  OpRunner Cols("Concat");
+  Cols.attr("axis", int64_t(1))
+      .input(A)
+      .input(B)
+      .output(DType::Float32, {400, 500});
+  Cols.threads(2).run();
+  std::vector<double> Want;
+  for (int64_t R = 0; R < 400; ++R) {
+    Want.insert(Want.end(), A.V.begin() + R * 300, A.V.begin() + (R + 1) * 300);
+    Want.insert(Want.end(), B.V.begin() + R * 200, B.V.begin() + (R + 1) * 200);
+  }
+  expectEqual(Cols.out(0), Want, "concat along axis 1");
+  TT C = G.tensor(DType::Float32, {1000, 300});
+  OpRunner Rows("Concat");
+  Rows.attr("axis", int64_t(0))
+      .input(A)
+      .input(C)
+      .output(DType::Float32, {1400, 300});
+  Rows.threads(2).run();
+  Want = A.V;
+  Want.insert(Want.end(), C.V.begin(), C.V.end());
+  expectEqual(Rows.out(0), Want, "concat along axis 0");
+  OpRunner P("Pad");
+  P.attr("paddings", std::vector<int64_t>{1, 1, 2, 0})
+      .input(A)
+      .output(DType::Float32, {402, 302})
+      .threads(2)
+      .run();
+  std::vector<double> Padded(402 * 302, 0);
+  for (int64_t R = 0; R < 400; ++R)
+    for (int64_t K = 0; K < 300; ++K)
+      Padded[size_t((R + 1) * 302 + K + 2)] = A.V[size_t(R * 300 + K)];
+  expectEqual(P.out(0), Padded, "pad");
+}
+
+// Empty tensors: a Concat input of size zero along the axis, a Pad of an
+// empty tensor (all padding), paddings of zero (a copy).
+TEST(CpuKernels, BoxCopiesOfEmptyTensors) {
+  Rng G;
+  TT A = G.tensor(DType::Float64, {2, 3});
+  OpRunner Cat("Concat");
+  Cat.attr("axis", int64_t(1))
+      .input(TT(DType::Float64, {2, 0}, {}))
+      .input(A)
+      .input(TT(DType::Float64, {2, 0}, {}))
+      .output(DType::Float64, {2, 3})
+      .run();
+  expectEqual(Cat.out(0), A.V, "concat with empty inputs");
+  OpRunner Empty("Pad");
+  Empty.attr("paddings", std::vector<int64_t>{1, 0, 0, 2})
+      .input(TT(DType::Float64, {0, 2}, {}))
+      .output(DType::Float64, {1, 4})
+      .run();
+  expectEqual(Empty.out(0), std::vector<double>(4, 0), "pad of nothing");
+  OpRunner Zero("Pad");
+  Zero.attr("paddings", std::vector<int64_t>{0, 0, 0, 0})
+      .input(A)
+      .output(DType::Float64, {2, 3})
+      .run();
+  expectEqual(Zero.out(0), A.V, "zero padding");
+}
+
 TEST(CpuKernels, CastConvertsAndTruncatesTowardZero) {
   TT F(DType::Float32, {6}, {-2.75, -0.5, 0, 0.5, 2.75, 7});
   for (DType To : {DType::Int32, DType::Int64}) {
