@@ -197,9 +197,9 @@ bool GraphMutator::mutate() {
 /// x -> consumer becomes x -> op -> consumer.
 bool GraphMutator::splice() {
   static const char *const Unary[] = {
-      "Relu",   "Tanh", "Sigmoid", "Identity", "Neg",
-      "Square", "Sqrt", "Softmax", "Dropout",  "Mean",
-      "Sum",    "Cast", "L2Loss",  "Reshape",  "MaxPool"};
+      "Relu",   "Tanh",    "Sigmoid", "Identity", "Neg", "Square",
+      "Sqrt",   "Softmax", "Dropout", "Mean",     "Sum", "Cast",
+      "L2Loss", "Reshape", "MaxPool", "Slice",    "Pad", "OneHot"};
   Entry X = any(All);
   desc::Node *N = addNode(Unary[pick(std::size(Unary))]);
   N->add_input(X.Full);
@@ -224,6 +224,24 @@ bool GraphMutator::splice() {
       A->add_ints(2);
       A->add_ints(2);
     }
+  } else if (N->op() == "Slice") {
+    // A box of a tensor of rank 1 to 3 (the rank is a guess).
+    desc::Attr *B = N->add_attr(), *S = N->add_attr();
+    B->set_name("begin");
+    S->set_name("size");
+    for (size_t K = 0, R = 1 + pick(3); K < R; ++K) {
+      B->add_ints(int64_t(pick(3)));
+      S->add_ints(coin() ? -1 : int64_t(pick(4)));
+    }
+  } else if (N->op() == "Pad") {
+    desc::Attr *A = N->add_attr();
+    A->set_name("paddings");
+    for (size_t K = 0, R = 2 * (1 + pick(3)); K < R; ++K)
+      A->add_ints(int64_t(pick(3)));
+  } else if (N->op() == "OneHot") {
+    desc::Attr *A = N->add_attr();
+    A->set_name("depth");
+    A->set_i(int64_t(pick(6)));
   } else if ((N->op() == "Mean" || N->op() == "Sum") && coin()) {
     desc::Attr *A = N->add_attr();
     A->set_name("axes");
@@ -237,11 +255,14 @@ bool GraphMutator::splice() {
 
 /// A binary op of two tensors, read by a consumer of the first.
 bool GraphMutator::combine() {
-  static const char *const Binary[] = {
-      "Add",     "Sub",     "Mul",     "Div",
-      "Maximum", "Minimum", "MatMul",  "AddN",
-      "BiasAdd", "Conv2D",  "LogLoss", "SparseSoftmaxCrossEntropy",
-      "Accuracy"};
+  static const char *const Binary[] = {"Add",      "Sub",
+                                       "Mul",      "Div",
+                                       "Maximum",  "Minimum",
+                                       "MatMul",   "AddN",
+                                       "BiasAdd",  "Conv2D",
+                                       "LogLoss",  "SparseSoftmaxCrossEntropy",
+                                       "Accuracy", "SoftmaxCrossEntropy",
+                                       "Concat"};
   size_t XI = pick(All.size());
   Entry X = All[XI];
   // x op x always has matching shapes; another tensor seldom does.
@@ -250,8 +271,13 @@ bool GraphMutator::combine() {
       addNode(pick(3) ? Binary[pick(4)] : Binary[pick(std::size(Binary))]);
   N->add_input(X.Full);
   N->add_input(Y);
-  if (N->op() == "AddN" && coin())
+  if ((N->op() == "AddN" || N->op() == "Concat") && coin())
     N->add_input(X.Full);
+  if (N->op() == "Concat") {
+    desc::Attr *A = N->add_attr();
+    A->set_name("axis");
+    A->set_i(int64_t(pick(4)) - 2);
+  }
   auto [C, I] = consumerOf(X.Full);
   if (C && C != N)
     C->set_input(I, N->name());
