@@ -1142,6 +1142,20 @@ static Error gradSqrt(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
   return Error::success();
 }
 
+/// d exp(x) = dy exp(x), from the forward output (TF's _ExpGrad).
+static Error gradExp(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
+                     MutableArrayRef<TensorRef> DX) {
+  DX[0] = B.out(OpKind::Mul, {DY[0], TensorRef(&F, 0)});
+  return Error::success();
+}
+
+/// d log(x) = dy / x (TF's _LogGrad: dy * reciprocal(x)).
+static Error gradLog(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
+                     MutableArrayRef<TensorRef> DX) {
+  DX[0] = B.out(OpKind::Div, {DY[0], F.getInput(0)});
+  return Error::success();
+}
+
 /// Relu/Sigmoid/Tanh/Softmax: the rule reads the forward output.
 template <OpKind GradOp, bool DYFirst>
 static Error gradFromOutput(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
@@ -1480,6 +1494,8 @@ void registerAllOps(std::vector<OpDef> &Ops) {
       .shape(shapeSameAsInput0)
       .grad(gradSquare);
   Def(Ops, OpKind::Sqrt).inputs({"x"}).shape(shapeFloatUnary).grad(gradSqrt);
+  Def(Ops, OpKind::Exp).inputs({"x"}).shape(shapeFloatUnary).grad(gradExp);
+  Def(Ops, OpKind::Log).inputs({"x"}).shape(shapeFloatUnary).grad(gradLog);
   Def(Ops, OpKind::Relu)
       .inputs({"x"})
       .shape(shapeFloatUnary)

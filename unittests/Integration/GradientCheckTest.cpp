@@ -238,6 +238,8 @@ TEST(GradientCheck, Elementwise) {
        {"Identity", "Neg", "Square", "Relu", "Sigmoid", "Tanh", "Softmax"})
     checkGradients(unary(Op));
   checkGradients(unary("Sqrt", 0.5, 2));
+  checkGradients(unary("Exp", -2, 2));
+  checkGradients(unary("Log", 0.5, 2));
 }
 
 TEST(GradientCheck, Broadcasting) {

@@ -395,6 +395,17 @@ template <typename T> struct SqrtF {
   // NaN for x < 0, as std::sqrt.
   T operator()(T X) const { return std::sqrt(X); }
 };
+template <typename T> struct ExpF {
+  static constexpr int64_t Grain = GrainExpensive;
+  explicit ExpF(const KernelInfo &) {}
+  T operator()(T X) const { return std::exp(X); }
+};
+template <typename T> struct LogF {
+  static constexpr int64_t Grain = GrainExpensive;
+  explicit LogF(const KernelInfo &) {}
+  // -inf for 0, NaN for x < 0, as std::log.
+  T operator()(T X) const { return std::log(X); }
+};
 template <typename T> struct ReluF {
   static constexpr int64_t Grain = GrainCheap;
   explicit ReluF(const KernelInfo &) {}
@@ -628,6 +639,8 @@ void cpu::registerElementwiseKernels(KernelRegistry &R) {
   R.add(CPU, "Neg", createZip<NegF, 1, false>);
   R.add(CPU, "Square", createZip<SquareF, 1, false>);
   R.add(CPU, "Sqrt", createZip<SqrtF, 1, true>);
+  R.add(CPU, "Exp", createZip<ExpF, 1, true>);
+  R.add(CPU, "Log", createZip<LogF, 1, true>);
   R.add(CPU, "Relu", createZip<ReluF, 1, true>);
   R.add(CPU, "Sigmoid", createZip<SigmoidF, 1, true>);
   R.add(CPU, "Tanh", createZip<TanhF, 1, true>);

@@ -342,6 +342,17 @@ struct SqrtF {
   // Correctly rounded (sqrtf is, without -use_fast_math), as the CPU's.
   template <typename T> __device__ T operator()(T X) const { return sqrt(X); }
 };
+struct ExpF {
+  template <typename T> __device__ T operator()(T X) const { return dExp(X); }
+};
+struct LogF {
+  template <typename T> __device__ T operator()(T X) const {
+    if constexpr (std::is_same<T, float>::value)
+      return logf(X);
+    else
+      return ::log(X);
+  }
+};
 struct ReluF {
   template <typename T> __device__ T operator()(T X) const {
     return X < T(0) ? T(0) : X;
@@ -1402,6 +1413,8 @@ void cuda::registerElementwiseKernels(KernelRegistry &R) {
   R.add(GPU, "Neg", createZip<NegF, 1, false>);
   R.add(GPU, "Square", createZip<SquareF, 1, false>);
   R.add(GPU, "Sqrt", createZip<SqrtF, 1, true>);
+  R.add(GPU, "Exp", createZip<ExpF, 1, true>);
+  R.add(GPU, "Log", createZip<LogF, 1, true>);
   R.add(GPU, "Relu", createZip<ReluF, 1, true>);
   R.add(GPU, "Sigmoid", createZip<SigmoidF, 1, true>);
   R.add(GPU, "Tanh", createZip<TanhF, 1, true>);

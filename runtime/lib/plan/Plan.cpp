@@ -52,6 +52,8 @@ const std::map<std::string, Signature, std::less<>> &signatures() {
       {"Neg", {1, 1, 1, 1}},
       {"Square", {1, 1, 1, 1}},
       {"Sqrt", {1, 1, 1, 1}},
+      {"Exp", {1, 1, 1, 1}},
+      {"Log", {1, 1, 1, 1}},
       {"Relu", {1, 1, 1, 1}},
       {"Sigmoid", {1, 1, 1, 1}},
       {"Tanh", {1, 1, 1, 1}},

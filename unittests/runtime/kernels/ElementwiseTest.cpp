@@ -328,6 +328,21 @@ void checkUnary(const char *Op, const UnFn &F, bool IntsToo, double Lo,
   }
 }
 
+TEST(CpuKernels, ExpAndLogAtTheEdges) {
+  const double Inf = std::numeric_limits<double>::infinity();
+  for (DType T : FloatTypes) {
+    OpRunner E("Exp");
+    E.input(TT(T, {4}, {0, -Inf, Inf, -1000})).output(T, {4}).run();
+    EXPECT_EQ(E.out(0), (std::vector<double>{1, 0, Inf, 0})) << dtypeName(T);
+    OpRunner L("Log");
+    L.input(TT(T, {3}, {1, 0, -1})).output(T, {3}).run();
+    std::vector<double> Y = L.out(0);
+    EXPECT_EQ(Y[0], 0);
+    EXPECT_EQ(Y[1], -Inf);
+    EXPECT_TRUE(std::isnan(Y[2])) << dtypeName(T);
+  }
+}
+
 TEST(CpuKernels, UnaryMath) {
   checkUnary(
       "Neg", [](double X) { return -X; }, true, -50, 50);
@@ -335,6 +350,10 @@ TEST(CpuKernels, UnaryMath) {
       "Square", [](double X) { return X * X; }, true, -50, 50);
   checkUnary(
       "Sqrt", [](double X) { return std::sqrt(X); }, false, 0, 50);
+  checkUnary(
+      "Exp", [](double X) { return std::exp(X); }, false, -20, 20);
+  checkUnary(
+      "Log", [](double X) { return std::log(X); }, false, 1e-3, 1e3);
   checkUnary(
       "Relu", [](double X) { return X > 0 ? X : 0; }, false, -3, 3);
   checkUnary(

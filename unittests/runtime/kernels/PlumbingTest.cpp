@@ -34,6 +34,8 @@ TEST(CpuKernelRegistry, EveryComputeOpHasAKernel) {
                        "Neg",
                        "Square",
                        "Sqrt",
+                       "Exp",
+                       "Log",
                        "Relu",
                        "Sigmoid",
                        "Tanh",
