@@ -233,6 +233,22 @@ template <typename T> inline T softmaxExp(T X) {
   return T(std::exp(double(X)));
 }
 
+/// The numerators of a softmax row of \p N values, E[j] = exp(x_j - max)
+/// (\p Max gets the row's maximum), and their sum in double in column
+/// order: Softmax, SparseSoftmaxCrossEntropy and SoftmaxCrossEntropy.
+template <typename T>
+inline double softmaxNumerators(const T *X, T *E, int64_t N, T &Max) {
+  Max = X[0];
+  for (int64_t J = 1; J < N; ++J)
+    Max = X[J] > Max ? X[J] : Max;
+  double Sum = 0;
+  for (int64_t J = 0; J < N; ++J) {
+    E[J] = softmaxExp(X[J] - Max);
+    Sum += double(E[J]);
+  }
+  return Sum;
+}
+
 /// Flushes denormal results and operands to zero in the calling thread for
 /// a scope (the optimizer slots of units that stop learning decay into
 /// denormals, which are several times slower to compute with).

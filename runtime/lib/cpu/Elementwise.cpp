@@ -497,14 +497,8 @@ public:
                   for (int64_t R = B; R < E; ++R) {
                     const T *XR = X + R * NC;
                     T *YR = Y + R * NC;
-                    T Max = XR[0];
-                    for (int64_t J = 1; J < NC; ++J)
-                      Max = XR[J] > Max ? XR[J] : Max;
-                    double Sum = 0;
-                    for (int64_t J = 0; J < NC; ++J) {
-                      YR[J] = softmaxExp(XR[J] - Max);
-                      Sum += double(YR[J]);
-                    }
+                    T Max;
+                    const double Sum = softmaxNumerators(XR, YR, NC, Max);
                     const T S = T(Sum);
                     for (int64_t J = 0; J < NC; ++J)
                       YR[J] = YR[J] / S;

@@ -76,14 +76,8 @@ public:
                       Bad.store(true, std::memory_order_relaxed);
                       continue;
                     }
-                    T Max = XR[0];
-                    for (int64_t J = 1; J < NC; ++J)
-                      Max = XR[J] > Max ? XR[J] : Max;
-                    double Sum = 0;
-                    for (int64_t J = 0; J < NC; ++J) {
-                      BR[J] = softmaxExp(XR[J] - Max);
-                      Sum += double(BR[J]);
-                    }
+                    T Max;
+                    const double Sum = softmaxNumerators(XR, BR, NC, Max);
                     Loss[I] =
                         T(std::log(Sum) + (double(Max) - double(XR[Label])));
                     const double Inv = 1.0 / Sum;
@@ -172,14 +166,8 @@ public:
 
 private:
   void row(const T *XR, const T *YR, T &Loss, T *BR) const {
-    T Max = XR[0];
-    for (int64_t J = 1; J < C; ++J)
-      Max = XR[J] > Max ? XR[J] : Max;
-    double Sum = 0;
-    for (int64_t J = 0; J < C; ++J) {
-      BR[J] = softmaxExp(XR[J] - Max);
-      Sum += double(BR[J]);
-    }
+    T Max;
+    const double Sum = softmaxNumerators(XR, BR, C, Max);
     const double LogSum = std::log(Sum);
     double L = 0;
     for (int64_t J = 0; J < C; ++J)

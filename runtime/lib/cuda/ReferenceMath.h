@@ -282,16 +282,27 @@ MDRT_HOST_DEVICE inline T refRowMax(const T *X, int64_t N) {
   return Max;
 }
 
+/// The numerators of a softmax row, E[j] = exp(x_j - max) (\p Max gets the
+/// row's maximum), and their sum in double in column order: the CPU's
+/// softmaxNumerators (lib/cpu/CpuCommon.h).
+template <typename T>
+MDRT_HOST_DEVICE inline double refSoftmaxNumerators(const T *X, T *E, int64_t N,
+                                                    T &Max) {
+  Max = refRowMax(X, N);
+  double Sum = 0;
+  for (int64_t J = 0; J < N; ++J) {
+    E[J] = refSoftmaxExp<T>(X[J] - Max);
+    Sum += double(E[J]);
+  }
+  return Sum;
+}
+
 /// One row of Softmax (lib/cpu/Elementwise.cpp): y = exp(x - max) / the
 /// sum, the sum added in double in column order and rounded to T.
 template <typename T>
 MDRT_HOST_DEVICE inline void refSoftmaxRow(const T *X, T *Y, int64_t N) {
-  const T Max = refRowMax(X, N);
-  double Sum = 0;
-  for (int64_t J = 0; J < N; ++J) {
-    Y[J] = refSoftmaxExp<T>(X[J] - Max);
-    Sum += double(Y[J]);
-  }
+  T Max;
+  const double Sum = refSoftmaxNumerators(X, Y, N, Max);
   const T S = T(Sum);
   for (int64_t J = 0; J < N; ++J)
     Y[J] = Y[J] / S;
@@ -316,12 +327,8 @@ MDRT_HOST_DEVICE inline void refSoftmaxGradRow(const T *Y, const T *DY, T *DX,
 template <typename T>
 MDRT_HOST_DEVICE inline T refSsceRow(const T *X, int64_t Label, T *Back,
                                      int64_t N) {
-  const T Max = refRowMax(X, N);
-  double Sum = 0;
-  for (int64_t J = 0; J < N; ++J) {
-    Back[J] = refSoftmaxExp<T>(X[J] - Max);
-    Sum += double(Back[J]);
-  }
+  T Max;
+  const double Sum = refSoftmaxNumerators(X, Back, N, Max);
   const T Loss = T(refLog(Sum) + (double(Max) - double(X[Label])));
   const double Inv = 1.0 / Sum;
   for (int64_t J = 0; J < N; ++J)
@@ -336,12 +343,8 @@ MDRT_HOST_DEVICE inline T refSsceRow(const T *X, int64_t Label, T *Back,
 template <typename T>
 MDRT_HOST_DEVICE inline T refSceRow(const T *X, const T *Y, T *Back,
                                     int64_t N) {
-  const T Max = refRowMax(X, N);
-  double Sum = 0;
-  for (int64_t J = 0; J < N; ++J) {
-    Back[J] = refSoftmaxExp<T>(X[J] - Max);
-    Sum += double(Back[J]);
-  }
+  T Max;
+  const double Sum = refSoftmaxNumerators(X, Back, N, Max);
   const double LogSum = refLog(Sum);
   double L = 0;
   for (int64_t J = 0; J < N; ++J)
