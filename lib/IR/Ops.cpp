@@ -957,6 +957,11 @@ static Error gradReshape(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
 /// and Slice).
 static Error gradConcat(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
                         MutableArrayRef<TensorRef> DX) {
+  // One input: dy is its gradient, no slice to take.
+  if (F.getNumInputs() == 1) {
+    DX[0] = DY[0];
+    return Error::success();
+  }
   int64_t Rank = shapeOf(F.getInput(0)).rank();
   int64_t Axis = F.attrs().getInt("axis");
   unsigned A = unsigned(Axis < 0 ? Axis + Rank : Axis);
@@ -985,6 +990,11 @@ static Error gradSlice(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
   std::vector<int64_t> Begin = F.attrs().getInts("begin"), P;
   assert(In.isFullyDefined() && Out.isFullyDefined() &&
          "a Slice of unknown shape in build-gradients");
+  // The whole tensor: dy is its gradient.
+  if (In == Out) {
+    DX[0] = DY[0];
+    return Error::success();
+  }
   for (unsigned D = 0; D < In.rank(); ++D) {
     P.push_back(Begin[D]);
     P.push_back(In[D] - Begin[D] - Out[D]);
@@ -999,6 +1009,11 @@ static Error gradPad(GradBuilder &B, Node &F, ArrayRef<TensorRef> DY,
   const Shape &In = shapeOf(F.getInput(0));
   std::vector<int64_t> P = F.attrs().getInts("paddings"), Begin, Size;
   assert(In.isFullyDefined() && "a Pad of unknown shape in build-gradients");
+  // No padding: dy is its gradient.
+  if (llvm::all_of(P, [](int64_t V) { return V == 0; })) {
+    DX[0] = DY[0];
+    return Error::success();
+  }
   for (unsigned D = 0; D < In.rank(); ++D) {
     Begin.push_back(P[2 * D]);
     Size.push_back(In[D]);

@@ -376,6 +376,18 @@ TEST(GradientCheck, ConcatSlicePad) {
                   "ints: [2, -1, 3] } }",
                   "y",
                   {2, 5, 3}});
+  // Copies that change nothing pass dy on.
+  checkGradients({"TrivialBoxes",
+                  {{"x", {2, 3}}},
+                  {},
+                  "node { name: \"c\" op: \"Concat\" input: \"x\" attr { "
+                  "name: \"axis\" i: 1 } } node { name: \"p\" op: \"Pad\" "
+                  "input: \"c\" attr { name: \"paddings\" ints: [0, 0, 0, 0] "
+                  "} } node { name: \"y\" op: \"Slice\" input: \"p\" attr "
+                  "{ name: \"begin\" ints: [0, 0] } attr { name: \"size\" "
+                  "ints: [2, 3] } }",
+                  "y",
+                  {2, 3}});
   checkGradients({"Pad",
                   {{"x", {2, 3}}},
                   {},
