@@ -120,7 +120,8 @@ std::string duration(double S) {
 
 /// Number of classes a label input must stay below: the width of the
 /// logits of the SparseSoftmaxCrossEntropy kernels that read it (through
-/// views), or 0 when no such kernel reads it.
+/// views), or the depth of the OneHot kernels that do; 0 when no such
+/// kernel reads it.
 int64_t classesOf(const fb::Plan &P, const fb::Program &Prog, uint32_t Buf) {
   if (!Prog.devices())
     return 0;
@@ -159,13 +160,20 @@ int64_t classesOf(const fb::Plan &P, const fb::Program &Prog, uint32_t Buf) {
   for (const fb::DeviceProgram *DP : *Prog.devices()) {
     if (!DP->kernels())
       continue;
-    for (const fb::Kernel *K : *DP->kernels())
+    for (const fb::Kernel *K : *DP->kernels()) {
       if (K->op()->str() == "SparseSoftmaxCrossEntropy" && K->inputs() &&
           K->inputs()->size() == 2 && Root(K->inputs()->Get(1)) == Buf) {
         const fb::Buffer *L = P.buffers()->Get(K->inputs()->Get(0));
         if (L->shape() && L->shape()->size() == 2)
           Classes = L->shape()->Get(1);
       }
+      if (K->op()->str() == "OneHot" && K->inputs() &&
+          K->inputs()->size() == 1 && Root(K->inputs()->Get(0)) == Buf &&
+          K->attrs())
+        for (const fb::Attr *A : *K->attrs())
+          if (A->name()->str() == "depth" && A->i() > 0)
+            Classes = A->i();
+    }
   }
   return Classes;
 }
