@@ -145,6 +145,30 @@ TEST(CpuKernels, OneHotRows) {
             "[batch, classes]");
 }
 
+TEST(CpuKernels, SoftmaxCrossEntropyAndOneHotTypes) {
+  const std::string Sce =
+      "node 'test/SoftmaxCrossEntropy' (SoftmaxCrossEntropy): ";
+  OpRunner Int("SoftmaxCrossEntropy");
+  Int.input(TT(DType::Int32, {2, 1}, {0, 0}))
+      .input(TT(DType::Int32, {2, 1}, {0, 0}))
+      .output(DType::Int32, {2})
+      .output(DType::Int32, {2, 1});
+  EXPECT_EQ(Int.create(),
+            Sce + "logits must be float32 or float64, got int32[2,1]");
+  OpRunner Empty("SoftmaxCrossEntropy");
+  Empty.input(TT(DType::Float32, {2, 0}, {}))
+      .input(TT(DType::Float32, {2, 0}, {}))
+      .output(DType::Float32, {2})
+      .output(DType::Float32, {2, 0});
+  EXPECT_EQ(Empty.create(), Sce + "logits float32[2,0] have no classes");
+  OpRunner Out("OneHot");
+  Out.attr("depth", int64_t(2))
+      .input(TT(DType::Int32, {2}, {0, 1}))
+      .output(DType::Int32, {2, 2});
+  EXPECT_EQ(Out.create(), "node 'test/OneHot' (OneHot): output must be "
+                          "float32 or float64, got int32[2,2]");
+}
+
 TEST(CpuKernels, SparseSoftmaxCrossEntropyBadLabelFailsTheStep) {
   TT X(DType::Float32, {3, 2}, {1, 2, 3, 4, 5, 6});
   TT Lab(DType::Int32, {3}, {1, 2, -1});
