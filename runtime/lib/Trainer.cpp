@@ -128,12 +128,8 @@ int64_t classesOf(const fb::Plan &P, const fb::Program &Prog, uint32_t Buf) {
   // Where a buffer's value comes from: through views and transfers.
   std::map<int64_t, uint32_t> SendInput;
   std::map<uint32_t, int64_t> RecvChannel;
-  auto Channel = [](const fb::Kernel *K) -> int64_t {
-    if (K->attrs())
-      for (const fb::Attr *A : *K->attrs())
-        if (A->name()->str() == "channel")
-          return A->i();
-    return -1;
+  auto Channel = [](const fb::Kernel *K) {
+    return kernelIntAttr(*K, "channel");
   };
   for (const fb::DeviceProgram *DP : *Prog.devices())
     if (DP->kernels())
@@ -169,10 +165,8 @@ int64_t classesOf(const fb::Plan &P, const fb::Program &Prog, uint32_t Buf) {
       }
       if (K->op()->str() == "OneHot" && K->inputs() &&
           K->inputs()->size() == 1 && Root(K->inputs()->Get(0)) == Buf &&
-          K->attrs())
-        for (const fb::Attr *A : *K->attrs())
-          if (A->name()->str() == "depth" && A->i() > 0)
-            Classes = A->i();
+          kernelIntAttr(*K, "depth") > 0)
+        Classes = kernelIntAttr(*K, "depth");
     }
   }
   return Classes;

@@ -21,6 +21,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mdrt {
@@ -78,6 +79,11 @@ private:
   std::vector<uint8_t> Bytes;
   std::string Name;
 };
+
+/// The integer attribute \p Name of \p K (a Send's or Recv's `channel`,
+/// a OneHot's `depth`), or \p Default when it has none of that kind.
+int64_t kernelIntAttr(const fb::Kernel &K, std::string_view Name,
+                      int64_t Default = -1);
 
 /// Prints \p P in the text form of `mdplan --emit=plan-text`.
 void printPlanText(const fb::Plan &P, std::ostream &OS);

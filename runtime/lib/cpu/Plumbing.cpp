@@ -126,28 +126,29 @@ private:
   int Threads;
 };
 
+KernelOr makeBoxCopy(const KernelInfo &I, std::vector<CopyBox> Boxes,
+                     bool Zero) {
+  return wrap(std::make_unique<BoxCopyKernel>(
+      std::move(Boxes), dtypeSize(I.Outputs[0].Type), I.Outputs[0].bytes(),
+      Zero, I.NumThreads));
+}
+
 KernelOr createConcat(const KernelInfo &I) {
   std::vector<CopyBox> Boxes;
   MDRT_RETURN_IF_ERROR(concatBoxes(I, Boxes));
-  return wrap(std::make_unique<BoxCopyKernel>(
-      std::move(Boxes), dtypeSize(I.Outputs[0].Type), I.Outputs[0].bytes(),
-      /*Zero=*/false, I.NumThreads));
+  return makeBoxCopy(I, std::move(Boxes), /*Zero=*/false);
 }
 
 KernelOr createSlice(const KernelInfo &I) {
   CopyBox Box;
   MDRT_RETURN_IF_ERROR(sliceBox(I, Box));
-  return wrap(std::make_unique<BoxCopyKernel>(
-      std::vector<CopyBox>{Box}, dtypeSize(I.Outputs[0].Type),
-      I.Outputs[0].bytes(), /*Zero=*/false, I.NumThreads));
+  return makeBoxCopy(I, {Box}, /*Zero=*/false);
 }
 
 KernelOr createPad(const KernelInfo &I) {
   CopyBox Box;
   MDRT_RETURN_IF_ERROR(padBox(I, Box));
-  return wrap(std::make_unique<BoxCopyKernel>(
-      std::vector<CopyBox>{Box}, dtypeSize(I.Outputs[0].Type),
-      I.Outputs[0].bytes(), /*Zero=*/true, I.NumThreads));
+  return makeBoxCopy(I, {Box}, /*Zero=*/true);
 }
 
 //===----------------------------------------------------------------------===//

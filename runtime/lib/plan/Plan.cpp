@@ -440,14 +440,18 @@ static const fb::Kernel *kernelAt(const fb::Program &Prog, uint32_t Id) {
   return nullptr;
 }
 
-/// A Send's or Recv's channel, as the executor reads it (-1 if none).
-static int64_t channelOf(const fb::Kernel &K) {
+int64_t mdrt::kernelIntAttr(const fb::Kernel &K, std::string_view Name,
+                            int64_t Default) {
   if (K.attrs())
     for (const fb::Attr *A : *K.attrs())
-      if (A->name()->string_view() == "channel" &&
-          A->kind() == fb::AttrKind::Int)
+      if (A->name()->string_view() == Name && A->kind() == fb::AttrKind::Int)
         return A->i();
-  return -1;
+  return Default;
+}
+
+/// A Send's or Recv's channel, as the executor reads it (-1 if none).
+static int64_t channelOf(const fb::Kernel &K) {
+  return kernelIntAttr(K, "channel");
 }
 
 /// The step can finish: each device runs its kernels in order, a kernel

@@ -145,15 +145,6 @@ static std::string bufList(const flatbuffers::Vector<uint32_t> *L) {
   return S + ")";
 }
 
-/// The integer attribute \p Name of \p K, or -1.
-static int64_t intAttr(const fb::Kernel &K, std::string_view Name) {
-  if (K.attrs())
-    for (const fb::Attr *A : *K.attrs())
-      if (A->name()->string_view() == Name)
-        return A->i();
-  return -1;
-}
-
 /// What one step of \p Prog moves: the bytes of every transfer (a Recv and
 /// the Send of its channel) by source and destination device, and of every
 /// collective group's all-reduces, per participating device.
@@ -172,7 +163,7 @@ static void printTraffic(const fb::Plan &P, const fb::Program &Prog,
       for (const fb::Kernel *K : *DP->kernels()) {
         Kernels.emplace_back(K, DP->device());
         if (K->op()->string_view() == "Send")
-          SendDevice[intAttr(*K, "channel")] = DP->device();
+          SendDevice[kernelIntAttr(*K, "channel")] = DP->device();
       }
   struct Sum {
     uint64_t Tensors = 0, Bytes = 0, Buckets = 0, Devices = 0;
@@ -183,7 +174,7 @@ static void printTraffic(const fb::Plan &P, const fb::Program &Prog,
     if (K->op()->string_view() != "Recv" || !K->outputs() ||
         K->outputs()->size() != 1)
       continue;
-    auto It = SendDevice.find(intAttr(*K, "channel"));
+    auto It = SendDevice.find(kernelIntAttr(*K, "channel"));
     if (It == SendDevice.end())
       continue;
     Sum &S = Transfers[{It->second, Dev}];
